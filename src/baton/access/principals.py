@@ -1,0 +1,83 @@
+"""Who is calling, and what each kind of caller may see and do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from baton.errors import InvalidInput
+from baton.protocol.handoff import Actor
+from baton.protocol.task_object import HANDLE_PATTERN, OWNER_PATTERN
+
+
+class PrincipalKind(StrEnum):
+    AGENT = "AGENT"
+    OWNER = "OWNER"
+    ADMIN = "ADMIN"
+
+
+def owner_of(agent: str) -> str:
+    return agent.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: PrincipalKind
+    handle: str  # `owner/agent`, `owner`, or `admin`
+
+    @classmethod
+    def parse(cls, text: str | None, *, admin: bool = False) -> Principal:
+        if admin:
+            return ADMIN
+        if text is None:
+            raise InvalidInput("principal", "give a principal or --admin")
+        if HANDLE_PATTERN.fullmatch(text):
+            return cls(PrincipalKind.AGENT, text)
+        if OWNER_PATTERN.fullmatch(text):
+            return cls(PrincipalKind.OWNER, text)
+        raise InvalidInput("principal", "must be an agent owner/agent or an owner")
+
+    @property
+    def is_admin(self) -> bool:
+        return self.kind is PrincipalKind.ADMIN
+
+    @property
+    def owner(self) -> str | None:
+        """The owner this principal belongs to (None for admin)."""
+        if self.kind is PrincipalKind.AGENT:
+            return owner_of(self.handle)
+        if self.kind is PrincipalKind.OWNER:
+            return self.handle
+        return None
+
+    def acts_for(self, agent: str) -> bool:
+        """The agent itself, its owner, or admin."""
+        if self.kind is PrincipalKind.AGENT:
+            return self.handle == agent
+        if self.kind is PrincipalKind.OWNER:
+            return owner_of(agent) == self.handle
+        return True
+
+    def owns(self, agent: str) -> bool:
+        """The agent's owner (not the agent), or admin."""
+        if self.kind is PrincipalKind.OWNER:
+            return owner_of(agent) == self.handle
+        return self.is_admin
+
+    def may_act_as(self, actor: Actor, *, requester: str, assignee: str) -> bool:
+        """Whether this principal fills the protocol role `actor` on a task."""
+        match actor:
+            case Actor.GATE:
+                return self.owns(assignee)
+            case Actor.ASSIGNEE:
+                return self.acts_for(assignee)
+            case Actor.VERIFIER | Actor.REQUESTER:
+                return self.acts_for(requester)
+            case Actor.REQUESTER_OWNER:
+                return self.owns(requester)
+
+    def sees(self, *, requester: str, assignee: str) -> bool:
+        return self.acts_for(requester) or self.acts_for(assignee)
+
+
+ADMIN = Principal(PrincipalKind.ADMIN, "admin")

@@ -1,0 +1,48 @@
+"""The protocol's Python enums, exposed to GraphQL as they are."""
+
+from __future__ import annotations
+
+from enum import Enum, StrEnum
+
+import strawberry
+
+from baton.access.gate import GateDecision
+from baton.access.principals import PrincipalKind
+from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
+
+
+class TaskEventKind(StrEnum):
+    created = "created"
+    moved = "moved"
+    checkpoint_saved = "checkpoint_saved"
+
+
+class GraphDirection(StrEnum):
+    UPSTREAM = "UPSTREAM"
+    DOWNSTREAM = "DOWNSTREAM"
+    BOTH = "BOTH"
+
+
+_DESCRIPTIONS: dict[type[Enum], str] = {
+    TaskState: "A task's state in the handoff protocol (the seed's snake_case names).",
+    WaitingOn: "What a `waiting` task waits on; set exactly while the state is `waiting`.",
+    MoveName: "A move of the handoff protocol; `protocol.handoff.moves` lists each with its "
+    "mutation.",
+    Verification: "How a returned result is verified. AUTO: evidence of the required shape "
+    "completes the task at once. REVIEW: the task rests in `verifying` for the requester. "
+    "SIGN_OFF: like AUTO, but the passing result waits in `approval` for the requester's owner.",
+    DeliverableType: "What the assignee is asked to deliver.",
+    EvidenceKind: "What a piece of evidence is.",
+    Provenance: "Where a result's content comes from.",
+    GateDecision: "What the assignee owner's permission gate does with a matching handoff. "
+    "ALLOW routes it, ASK holds it for the owner's approval, DENY rejects it, EXTERNAL leaves it "
+    "`requested` for the owner's own integration.",
+    PrincipalKind: "The kind of caller a token acts as.",
+    TaskEventKind: "What an event records.",
+    GraphDirection: "Which edges `taskGraph` follows: UPSTREAM follows dependencies, "
+    "DOWNSTREAM dependents.",
+}
+
+for _enum, _description in _DESCRIPTIONS.items():
+    strawberry.enum(_enum, description=_description)

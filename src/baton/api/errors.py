@@ -1,0 +1,87 @@
+"""Expected failures as schema types, mapped once from the domain errors."""
+
+from __future__ import annotations
+
+import strawberry
+
+from baton import errors
+from baton.protocol.handoff import MoveName, TaskState
+
+
+@strawberry.interface(name="Error", description="An expected failure; nothing was changed.")
+class Error:
+    code: str
+    message: str
+
+
+@strawberry.type(description="The protocol does not allow this move from the task's state.")
+class InvalidStateError(Error):
+    state: TaskState
+    move: str = strawberry.field(description="The refused move (a MoveName, or SAVE_CHECKPOINT).")
+    allowed_moves: list[MoveName] = strawberry.field(
+        description="The moves the caller may make on the task now."
+    )
+
+
+@strawberry.type(description="No such object, or the caller may not see it.")
+class NotFoundError(Error):
+    id: str
+
+
+@strawberry.type(description="The caller may see the task but not make this change.")
+class ForbiddenError(Error):
+    pass
+
+
+@strawberry.type(description="`expectedVersion` differs from the task's version.")
+class VersionConflictError(Error):
+    expected_version: int
+    actual_version: int
+
+
+@strawberry.type(description="An input broke a bound of the task schema or a rule of the API.")
+class InvalidInputError(Error):
+    field: str = strawberry.field(description="The offending input field, e.g. `packet.files[3]`.")
+
+
+@strawberry.type(description="A task with this id exists with different input.")
+class DuplicateTaskError(Error):
+    id: str
+
+
+AnyError = (
+    InvalidStateError
+    | NotFoundError
+    | ForbiddenError
+    | VersionConflictError
+    | InvalidInputError
+    | DuplicateTaskError
+)
+
+
+def to_error(exc: errors.BatonError) -> AnyError:
+    match exc:
+        case errors.InvalidMove():
+            return InvalidStateError(
+                code=exc.code,
+                message=exc.message,
+                state=TaskState(exc.state),
+                move=exc.move,
+                allowed_moves=[MoveName(m) for m in exc.allowed_moves],
+            )
+        case errors.NotFound():
+            return NotFoundError(code=exc.code, message=exc.message, id=exc.id)
+        case errors.Forbidden():
+            return ForbiddenError(code=exc.code, message=exc.message)
+        case errors.VersionConflict():
+            return VersionConflictError(
+                code=exc.code,
+                message=exc.message,
+                expected_version=exc.expected,
+                actual_version=exc.actual,
+            )
+        case errors.InvalidInput():
+            return InvalidInputError(code=exc.code, message=exc.message, field=exc.field)
+        case errors.DuplicateTask():
+            return DuplicateTaskError(code=exc.code, message=exc.message, id=exc.id)
+    raise exc

@@ -1,0 +1,147 @@
+"""Queries: thin resolvers over the service."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.types import Info
+
+from baton.api.context import Context
+from baton.api.enums import GraphDirection
+from baton.api.inputs import TaskFilter
+from baton.api.protocol import Protocol, protocol_description
+from baton.api.types import (
+    GateRuleType,
+    PageInfo,
+    PrincipalInfo,
+    Task,
+    TaskConnection,
+    TaskEdge,
+    check_page_size,
+)
+from baton.errors import InvalidInput, NotFound
+from baton.graph import Direction, traverse
+from baton.store.tasks import TaskQuery, encode_cursor
+
+MAX_GRAPH_DEPTH = 50
+MAX_GRAPH_ROOTS = 100
+
+
+@strawberry.type
+class TaskGraphEdge:
+    from_: strawberry.ID = strawberry.field(name="from", description="The dependent task.")
+    to: strawberry.ID = strawberry.field(description="The task it depends on.")
+
+
+@strawberry.type
+class TaskGraph:
+    nodes: list[Task]
+    edges: list[TaskGraphEdge]
+    cycles: list[list[strawberry.ID]] = strawberry.field(
+        description="One dependency cycle per strongly connected group of nodes."
+    )
+    unresolved: list[str] = strawberry.field(
+        description="`dependsOn` entries of the nodes (and requested ids) that name no task the "
+        "caller can see."
+    )
+
+
+def _query(f: TaskFilter | None) -> TaskQuery:
+    if f is None:
+        return TaskQuery()
+    return TaskQuery(
+        projects=[f.project] if f.project is not None else [],
+        states=f.states or [],
+        requester=f.requester,
+        assignee=f.assignee,
+        waiting_on=[f.waiting_on] if f.waiting_on is not None else [],
+        deliverable_types=[d.value for d in f.deliverable_types or []],
+        updated_after=f.updated_after,
+    )
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(description="A task the caller can see, or null.")
+    async def task(self, info: Info[Context, None], id: strawberry.ID) -> Task | None:
+        try:
+            record = await info.context.service.get(info.context.principal, str(id))
+        except NotFound:
+            return None
+        return Task(record=record)
+
+    @strawberry.field(
+        description="Tasks the caller can see, newest `updatedAt` first. `first` is at most 100."
+    )
+    async def tasks(
+        self,
+        info: Info[Context, None],
+        filter: TaskFilter | None = None,
+        first: int = 50,
+        after: str | None = None,
+    ) -> TaskConnection:
+        check_page_size(first)
+        service, principal, query = info.context.service, info.context.principal, _query(filter)
+        rows, more = await service.page(principal, query, first, after)
+        edges = [TaskEdge(cursor=encode_cursor(t), node=Task(record=t)) for t in rows]
+        return TaskConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=more,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+            count_total=lambda: service.count(principal, query),
+        )
+
+    @strawberry.field(
+        name="taskGraph",
+        description="The dependency graph around `ids`, `depth` hops out (1 is one hop). Costs "
+        "at most two SQL queries per hop, whatever the graph's size.",
+    )
+    async def task_graph(
+        self,
+        info: Info[Context, None],
+        ids: list[strawberry.ID],
+        direction: GraphDirection = GraphDirection.BOTH,
+        depth: int = 10,
+    ) -> TaskGraph:
+        if not 0 <= depth <= MAX_GRAPH_DEPTH:
+            raise InvalidInput("depth", f"must be between 0 and {MAX_GRAPH_DEPTH}")
+        if len(ids) > MAX_GRAPH_ROOTS:
+            raise InvalidInput("ids", f"at most {MAX_GRAPH_ROOTS} ids")
+        service, principal = info.context.service, info.context.principal
+        graph = await traverse(
+            [str(i) for i in ids],
+            Direction(direction.value),
+            depth,
+            by_ids=lambda keys: service.visible_by_ids(principal, keys),
+            dependents_of=lambda keys: service.dependents_of(principal, keys),
+        )
+        return TaskGraph(
+            nodes=[Task(record=t) for t in graph.nodes],
+            edges=[
+                TaskGraphEdge(from_=strawberry.ID(a), to=strawberry.ID(b)) for a, b in graph.edges
+            ],
+            cycles=[[strawberry.ID(i) for i in c] for c in graph.cycles],
+            unresolved=graph.unresolved,
+        )
+
+    @strawberry.field(description=protocol_description())
+    def protocol(self) -> Protocol:
+        return Protocol()
+
+    @strawberry.field(description="Who the caller's token acts as.")
+    def viewer(self, info: Info[Context, None]) -> PrincipalInfo:
+        return PrincipalInfo.of(info.context.principal)
+
+    @strawberry.field(
+        name="gateRules",
+        description="An owner's gate rules in the order they are tried. Owners see their own; "
+        "admin names the owner.",
+    )
+    async def gate_rules(
+        self, info: Info[Context, None], owner: str | None = None
+    ) -> list[GateRuleType]:
+        rules = await info.context.service.gate_rules(info.context.principal, owner)
+        return [GateRuleType.of(r) for r in rules]

@@ -1,0 +1,341 @@
+"""GraphQL object types. Thin wrappers over store records; no SQL here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from baton.access.gate import GateDecision, GateRule
+from baton.access.principals import Principal, PrincipalKind
+from baton.api.context import Context
+from baton.api.enums import TaskEventKind
+from baton.errors import InvalidInput
+from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
+from baton.store.records import EventRecord, TaskRecord
+
+MAX_PAGE = 100
+
+
+def check_page_size(first: int) -> None:
+    if first < 0 or first > MAX_PAGE:
+        raise InvalidInput("first", f"must be between 0 and {MAX_PAGE}")
+
+
+@strawberry.type(description="The task request itself (the seed's `packet`).")
+class Packet:
+    task: str
+    deliverable_type: DeliverableType
+    acceptance_criteria: list[str]
+    context: str
+    files: list[str]
+    depends_on: list[str]
+
+    @classmethod
+    def of(cls, p: dict[str, Any]) -> Packet:
+        return cls(
+            task=p["task"],
+            deliverable_type=DeliverableType(p["deliverable_type"]),
+            acceptance_criteria=p["acceptance_criteria"],
+            context=p["context"],
+            files=p["files"],
+            depends_on=p["depends_on"],
+        )
+
+
+@strawberry.type
+class Evidence:
+    kind: EvidenceKind
+    summary: str
+    url: str | None
+    content: str | None
+
+
+@strawberry.type(description="What the assignee returned, with its evidence.")
+class Result:
+    summary: str
+    evidence: list[Evidence]
+    provenance: Provenance
+    returned_by: str = strawberry.field(description="The agent that returned it (set by Baton).")
+    returned_at: datetime = strawberry.field(description="When it was returned (set by Baton).")
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> Result:
+        return cls(
+            summary=r["summary"],
+            evidence=[
+                Evidence(
+                    kind=EvidenceKind(e["kind"]),
+                    summary=e["summary"],
+                    url=e.get("url"),
+                    content=e.get("content"),
+                )
+                for e in r["evidence"]
+            ],
+            provenance=Provenance(r["provenance"]),
+            returned_by=r["returned_by"],
+            returned_at=datetime.fromisoformat(r["returned_at"]),
+        )
+
+
+@strawberry.type(description="Where the assignee got to, saved so work can resume.")
+class Checkpoint:
+    progress: str
+    decisions: list[str]
+    files_touched: list[str]
+    next_steps: list[str]
+    open_questions: list[str]
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+def protocol_object(t: TaskRecord) -> dict[str, Any]:
+    """The task as the seed's task object (snake_case keys), valid against task.schema.json."""
+    return {
+        "id": t.id,
+        "project": t.project,
+        "state": t.state.value,
+        "waiting_on": t.waiting_on.value if t.waiting_on else None,
+        "requester": t.requester,
+        "assignee": t.assignee,
+        "packet": t.packet,
+        "result": t.result,
+        "latest_checkpoint": t.latest_checkpoint,
+        "created_at": t.created_at.isoformat(),
+        "updated_at": t.updated_at.isoformat(),
+    }
+
+
+@strawberry.type(description="A task handed from one agent to another.")
+class Task:
+    record: strawberry.Private[TaskRecord]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(self.record.id)
+
+    @strawberry.field
+    def project(self) -> str:
+        return self.record.project
+
+    @strawberry.field
+    def state(self) -> TaskState:
+        return self.record.state
+
+    @strawberry.field(description="Set exactly while the state is `waiting`.")
+    def waiting_on(self) -> WaitingOn | None:
+        return self.record.waiting_on
+
+    @strawberry.field
+    def requester(self) -> str:
+        return self.record.requester
+
+    @strawberry.field
+    def assignee(self) -> str:
+        return self.record.assignee
+
+    @strawberry.field
+    def packet(self) -> Packet:
+        return Packet.of(self.record.packet)
+
+    @strawberry.field
+    def result(self) -> Result | None:
+        return Result.of(self.record.result) if self.record.result else None
+
+    @strawberry.field
+    def latest_checkpoint(self) -> Checkpoint | None:
+        cp = self.record.latest_checkpoint
+        return Checkpoint(**cp) if cp else None
+
+    @strawberry.field
+    def created_at(self) -> datetime:
+        return self.record.created_at
+
+    @strawberry.field
+    def updated_at(self) -> datetime:
+        return self.record.updated_at
+
+    @strawberry.field(description="Rises by exactly one with every event.")
+    def version(self) -> int:
+        return self.record.version
+
+    @strawberry.field
+    def verification(self) -> Verification:
+        return self.record.verification
+
+    @strawberry.field(description="The moves the caller may make on this task now.")
+    def allowed_moves(self, info: Info[Context, None]) -> list[MoveName]:
+        return info.context.service.allowed_moves(info.context.principal, self.record)
+
+    @strawberry.field(
+        description="Tasks this one depends on: `packet.dependsOn` entries that are ids of "
+        "tasks the caller can see, in `dependsOn` order."
+    )
+    async def dependencies(self, info: Info[Context, None]) -> list[Task]:
+        refs = list(dict.fromkeys(self.record.packet["depends_on"]))
+        found = await info.context.tasks.load_many(refs)
+        return [Task(record=t) for t in found if t is not None]
+
+    @strawberry.field(description="Visible tasks whose `packet.dependsOn` names this task.")
+    async def dependents(self, info: Info[Context, None]) -> list[Task]:
+        found = await info.context.dependents.load(self.record.id)
+        return [Task(record=t) for t in found]
+
+    @strawberry.field(description="This task's events, oldest first.")
+    async def events(
+        self, info: Info[Context, None], first: int = 50, after: str | None = None
+    ) -> TaskEventConnection:
+        check_page_size(first)
+        after_id = parse_event_cursor(after) if after is not None else None
+        rows, more = await info.context.service.events(self.record.id, first, after_id)
+        return TaskEventConnection.of(rows, more, has_previous=after is not None)
+
+    @strawberry.field(
+        description="The task as the seed's task object (snake_case keys), valid against "
+        "task.schema.json."
+    )
+    def protocol_object(self) -> JSON:
+        return cast(JSON, protocol_object(self.record))
+
+
+def parse_event_cursor(cursor: str) -> int:
+    if not cursor.isdigit() or len(cursor) > 19:
+        raise InvalidInput("after", "is not an event cursor")
+    return int(cursor)
+
+
+@strawberry.type(description="One entry of a task's history.")
+class TaskEvent:
+    record: strawberry.Private[EventRecord]
+
+    @strawberry.field(description="A cursor: strictly increasing in commit order.")
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.record.id))
+
+    @strawberry.field
+    def kind(self) -> TaskEventKind:
+        return TaskEventKind(self.record.kind)
+
+    @strawberry.field
+    def task_id(self) -> strawberry.ID:
+        return strawberry.ID(self.record.task_id)
+
+    @strawberry.field(description="The move made, or null for `created` and `checkpoint_saved`.")
+    def move(self) -> MoveName | None:
+        return self.record.move
+
+    @strawberry.field
+    def from_state(self) -> TaskState | None:
+        return self.record.from_state
+
+    @strawberry.field
+    def to_state(self) -> TaskState | None:
+        return self.record.to_state
+
+    @strawberry.field(description="The handle of the principal that made the change.")
+    def actor(self) -> str:
+        return self.record.actor
+
+    @strawberry.field(description="The reason given with the move, if any.")
+    def reason(self) -> str | None:
+        return self.record.reason
+
+    @strawberry.field
+    def at(self) -> datetime:
+        return self.record.at
+
+    @strawberry.field(description="The task's version right after this event.")
+    def version(self) -> int:
+        return self.record.version
+
+    @strawberry.field(description="The task as it was right after this event.")
+    def task(self) -> Task:
+        return Task(record=self.record.task)
+
+
+@strawberry.type
+class TaskEdge:
+    cursor: str
+    node: Task
+
+
+@strawberry.type
+class TaskConnection:
+    edges: list[TaskEdge]
+    page_info: PageInfo
+    count_total: strawberry.Private[Any]
+
+    @strawberry.field(description="How many tasks match the filter, across all pages.")
+    async def total_count(self) -> int:
+        return int(await self.count_total())
+
+
+@strawberry.type
+class TaskEventEdge:
+    cursor: str
+    node: TaskEvent
+
+
+@strawberry.type
+class TaskEventConnection:
+    edges: list[TaskEventEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def of(cls, rows: list[EventRecord], more: bool, *, has_previous: bool) -> TaskEventConnection:
+        edges = [TaskEventEdge(cursor=str(r.id), node=TaskEvent(record=r)) for r in rows]
+        return cls(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=more,
+                has_previous_page=has_previous,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )
+
+
+@strawberry.type(name="Principal", description="Who the caller's token acts as.")
+class PrincipalInfo:
+    kind: PrincipalKind
+    handle: str = strawberry.field(description="`owner/agent`, `owner`, or `admin`.")
+    owner: str | None
+
+    @classmethod
+    def of(cls, p: Principal) -> PrincipalInfo:
+        return cls(kind=p.kind, handle=p.handle, owner=p.owner)
+
+
+@strawberry.type(name="GateRule", description="One rule of an owner's permission gate.")
+class GateRuleType:
+    id: strawberry.ID
+    owner: str
+    requester: str = strawberry.field(description="Glob over `owner/agent`, e.g. `bob/*`.")
+    project: str = strawberry.field(description="Glob over the project, e.g. `web-*`.")
+    deliverable_types: list[DeliverableType] = strawberry.field(description="Empty means any.")
+    decision: GateDecision
+    priority: int = strawberry.field(
+        description="Higher first; the first matching rule decides (oldest first on a tie)."
+    )
+
+    @classmethod
+    def of(cls, r: GateRule) -> GateRuleType:
+        return cls(
+            id=strawberry.ID(str(r.id)),
+            owner=r.owner,
+            requester=r.requester,
+            project=r.project,
+            deliverable_types=list(r.deliverable_types),
+            decision=r.decision,
+            priority=r.priority,
+        )

@@ -1,0 +1,114 @@
+"""The `baton` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from baton.settings import Settings
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from baton.app import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level,
+        ws="websockets-sansio",
+    )
+    return 0
+
+
+def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from baton.app import database_url
+    from baton.store import migrate
+    from baton.store.db import create_engine
+
+    async def run() -> str | None:
+        engine = create_engine(database_url(settings))
+        try:
+            await migrate.upgrade(engine)
+            return await migrate.current_revision(engine)
+        finally:
+            await engine.dispose()
+
+    print(f"database at revision {asyncio.run(run())}", file=sys.stderr)
+    return 0
+
+
+def _token_create(args: argparse.Namespace, settings: Settings) -> int:
+    from baton.access.principals import Principal
+    from baton.access.tokens import create_token
+    from baton.app import database_url
+    from baton.errors import InvalidInput
+    from baton.store import migrate
+    from baton.store.db import create_engine
+
+    try:
+        principal = Principal.parse(args.principal, admin=args.admin)
+    except InvalidInput as exc:
+        print(f"baton: {exc.message}", file=sys.stderr)
+        return 2
+
+    async def run() -> str:
+        engine = create_engine(database_url(settings))
+        try:
+            await migrate.upgrade(engine)
+            return await create_token(engine, principal)
+        finally:
+            await engine.dispose()
+
+    print(asyncio.run(run()))
+    return 0
+
+
+def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
+    from baton.api.schema import schema
+
+    sys.stdout.write(schema.as_str() + "\n")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="baton", description="Task handoffs between AI agents.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="apply migrations, then serve /graphql")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(run=_serve)
+
+    sub.add_parser("migrate", help="apply pending migrations").set_defaults(run=_migrate)
+
+    token = sub.add_parser("token", help="manage API tokens")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    create = token_sub.add_parser("create", help="mint a token; prints only the token")
+    who = create.add_mutually_exclusive_group(required=True)
+    who.add_argument("--principal", help="an agent owner/agent or an owner")
+    who.add_argument("--admin", action="store_true", help="a token for operations")
+    create.set_defaults(run=_token_create)
+
+    sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(run=_export_schema)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    settings = Settings.from_env()
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    return int(args.run(args, settings))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""Domain errors. Each carries data; the API maps each to one GraphQL error type, once."""
+
+from __future__ import annotations
+
+
+class BatonError(Exception):
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(BatonError):
+    code = "not_found"
+
+    def __init__(self, kind: str, id: str) -> None:
+        super().__init__(f"no {kind} with id {id!r}")
+        self.kind = kind
+        self.id = id
+
+
+class Forbidden(BatonError):
+    code = "forbidden"
+
+
+class InvalidInput(BatonError):
+    code = "invalid_input"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class InvalidMove(BatonError):
+    """The protocol table (or a rule beside it) does not allow `move` from `state`."""
+
+    code = "invalid_state"
+
+    def __init__(self, state: str, move: str, message: str) -> None:
+        super().__init__(message)
+        self.state = state
+        self.move = move
+        self.allowed_moves: tuple[str, ...] = ()
+
+
+class VersionConflict(BatonError):
+    code = "version_conflict"
+
+    def __init__(self, expected: int, actual: int) -> None:
+        super().__init__(f"expected version {expected}, the task is at version {actual}")
+        self.expected = expected
+        self.actual = actual
+
+
+class DuplicateTask(BatonError):
+    code = "duplicate"
+
+    def __init__(self, id: str) -> None:
+        super().__init__(f"a task with id {id!r} exists with different input")
+        self.id = id

@@ -1,0 +1,182 @@
+"""The seed's task object: its JSON Schema, the enums it names, and input checks derived from it.
+
+Every bound (patterns, lengths, item counts, enums) comes from `task.schema.json`, the seed's
+schema copied verbatim; nothing here restates a number from it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError, best_match
+
+from baton.errors import InvalidInput
+from baton.protocol.handoff import TaskState, WaitingOn
+
+
+class DeliverableType(StrEnum):
+    code = "code"
+    doc = "doc"
+    answer = "answer"
+    screenshots = "screenshots"
+    reviewed_pr = "reviewed_pr"
+    design = "design"
+    data = "data"
+    other = "other"
+
+
+class EvidenceKind(StrEnum):
+    test_output = "test_output"
+    screenshot = "screenshot"
+    link = "link"
+    pull_request = "pull_request"
+    commit = "commit"
+    note = "note"
+
+
+class Provenance(StrEnum):
+    agent_generated = "agent_generated"
+    from_approved_context = "from_approved_context"
+    owner_approved = "owner_approved"
+    owner_instruction = "owner_instruction"
+
+
+TASK_SCHEMA: dict[str, Any] = json.loads(
+    resources.files("baton.protocol").joinpath("task.schema.json").read_text("utf-8")
+)
+_PROPS: dict[str, Any] = TASK_SCHEMA["properties"]
+
+
+def _nullable(prop: Mapping[str, Any]) -> dict[str, Any]:
+    """The non-null branch of an `anyOf: [X, null]` property."""
+    return next(b for b in prop["anyOf"] if b.get("type") != "null")
+
+
+PACKET_SCHEMA = _PROPS["packet"]
+RESULT_SCHEMA = _nullable(_PROPS["result"])
+CHECKPOINT_SCHEMA = _nullable(_PROPS["latest_checkpoint"])
+HANDLE_PATTERN = re.compile(_PROPS["requester"]["pattern"])
+PROJECT_PATTERN = re.compile(_PROPS["project"]["pattern"])
+OWNER_PATTERN = re.compile(PROJECT_PATTERN.pattern)  # an owner handle has the project's shape
+
+# The Python enums must be the schema's enums, in the schema's order.
+assert [s.value for s in TaskState] == _PROPS["state"]["enum"]
+assert [w.value for w in WaitingOn] == _nullable(_PROPS["waiting_on"])["enum"]
+assert [d.value for d in DeliverableType] == PACKET_SCHEMA["properties"]["deliverable_type"]["enum"]
+assert [k.value for k in EvidenceKind] == (
+    RESULT_SCHEMA["properties"]["evidence"]["items"]["properties"]["kind"]["enum"]
+)
+assert [p.value for p in Provenance] == RESULT_SCHEMA["properties"]["provenance"]["enum"]
+
+_formats = FormatChecker()
+
+
+@_formats.checks("uri", raises=ValueError)
+def _is_uri(value: object) -> bool:
+    # RFC 3986 absolute URI: a scheme, and something after it. jsonschema skips "uri" unless an
+    # extra package is installed, so the check is ours.
+    if not isinstance(value, str) or any(c.isspace() for c in value):
+        return False
+    parts = urlsplit(value)
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme)) and bool(
+        parts.netloc or parts.path
+    )
+
+
+@cache
+def _validator(name: str) -> Draft202012Validator:
+    wholes = {
+        "task": TASK_SCHEMA,
+        "packet": PACKET_SCHEMA,
+        "result": RESULT_SCHEMA,
+        "checkpoint": CHECKPOINT_SCHEMA,
+    }
+    schema = wholes[name] if name in wholes else _PROPS[name.removeprefix("property:")]
+    return Draft202012Validator(schema, format_checker=_formats)
+
+
+def camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def field_path(prefix: str, path: Sequence[str | int]) -> str:
+    """`("acceptance_criteria", 2)` under `packet` -> `packet.acceptanceCriteria[2]`."""
+    out = prefix
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + camel(part)
+    return out
+
+
+def _explain(error: ValidationError) -> str:
+    v = error.validator
+    if v == "maxLength":
+        return f"must be at most {error.validator_value} characters"
+    if v == "minLength":
+        return f"must be at least {error.validator_value} character(s)"
+    if v == "maxItems":
+        return f"must have at most {error.validator_value} items"
+    if v == "minItems":
+        return f"must have at least {error.validator_value} item(s)"
+    if v == "pattern":
+        return f"must match {error.validator_value}"
+    if v == "enum":
+        return f"must be one of {', '.join(map(str, cast(list[Any], error.validator_value)))}"
+    if v == "format":
+        return f"must be a valid {error.validator_value}"
+    return str(error.message)
+
+
+def check(schema: str, value: object, field: str) -> None:
+    """Raise `InvalidInput` naming the first offending field, or return."""
+    error = best_match(_validator(schema).iter_errors(value))
+    if error is None:
+        return
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        missing = next(p for p in error.validator_value if p not in error.instance)
+        path.append(missing)
+    raise InvalidInput(field_path(field, path), _explain(error))
+
+
+def check_string(value: str, pattern: re.Pattern[str], field: str, what: str) -> None:
+    if not pattern.fullmatch(value):
+        raise InvalidInput(field, f"must be {what} matching {pattern.pattern}")
+
+
+def check_task_id(value: str, field: str = "id") -> None:
+    check_property("id", value, field)
+
+
+def check_property(name: str, value: object, field: str) -> None:
+    """Check one top-level property of the task object against its schema."""
+    error = best_match(_validator(f"property:{name}").iter_errors(value))
+    if error is not None:
+        raise InvalidInput(field, _explain(error))
+
+
+def check_handle(value: str, field: str) -> None:
+    check_string(value, HANDLE_PATTERN, field, "an agent handle owner/agent")
+
+
+def check_project(value: str, field: str = "project") -> None:
+    check_string(value, PROJECT_PATTERN, field, "a project name")
+
+
+def validate_task_object(obj: Mapping[str, Any]) -> list[str]:
+    """Every schema violation of a whole task object, as readable lines (empty when valid)."""
+    return [
+        f"{field_path('', list(e.absolute_path)) or '$'}: {e.message}"
+        for e in _validator("task").iter_errors(obj)
+    ]

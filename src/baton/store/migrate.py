@@ -1,0 +1,55 @@
+"""Applying and inspecting Alembic migrations from code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+def migrations_dir() -> Path:
+    """`migrations/` at the repo root, or its copy inside an installed wheel."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "migrations", here.parent.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError("cannot find the migrations directory")
+
+
+def alembic_config(url: str | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def upgrade(engine: AsyncEngine) -> None:
+    """Bring the database to head on one of the engine's connections."""
+
+    def run(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+    async with engine.begin() as connection:
+        # One migrator at a time when several servers start together.
+        await connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7412001)")
+        await connection.run_sync(run)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    def read(connection: Connection) -> str | None:
+        return MigrationContext.configure(connection).get_current_revision()
+
+    async with engine.connect() as connection:
+        return await connection.run_sync(read)

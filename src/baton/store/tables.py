@@ -1,0 +1,93 @@
+"""SQLModel tables. The migrations in `migrations/` create them; tests check they agree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, DateTime, Identity, Index, Integer, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlmodel import Field, SQLModel
+
+
+def _ts(**kw: Any) -> Any:
+    return Field(sa_column=Column(DateTime(timezone=True), nullable=False, **kw))
+
+
+class TaskRow(SQLModel, table=True):
+    __tablename__ = "tasks"
+    __table_args__ = (
+        Index("tasks_updated_idx", text("updated_at DESC"), text("id DESC")),
+        Index("tasks_requester_idx", "requester"),
+        Index("tasks_assignee_idx", "assignee"),
+        Index("tasks_requester_owner_idx", "requester_owner"),
+        Index("tasks_assignee_owner_idx", "assignee_owner"),
+        Index("tasks_project_idx", "project"),
+        Index("tasks_depends_on_idx", "depends_on", postgresql_using="gin"),
+    )
+
+    id: str = Field(sa_column=Column(Text, primary_key=True))
+    project: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(sa_column=Column(Text, nullable=False))
+    waiting_on: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    requester: str = Field(sa_column=Column(Text, nullable=False))
+    assignee: str = Field(sa_column=Column(Text, nullable=False))
+    # Owners are the handle's first half; kept as columns so visibility is an indexed lookup.
+    requester_owner: str = Field(sa_column=Column(Text, nullable=False))
+    assignee_owner: str = Field(sa_column=Column(Text, nullable=False))
+    deliverable_type: str = Field(sa_column=Column(Text, nullable=False))
+    depends_on: list[str] = Field(sa_column=Column(ARRAY(Text), nullable=False))
+    packet: dict[str, Any] = Field(sa_column=Column(JSONB, nullable=False))
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB, nullable=True))
+    latest_checkpoint: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSONB, nullable=True)
+    )
+    verification: str = Field(sa_column=Column(Text, nullable=False))
+    version: int = Field(sa_column=Column(Integer, nullable=False))
+    # Digest of the handOff input, so a repeated handOff with a client id is idempotent.
+    input_digest: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+
+
+class TaskEventRow(SQLModel, table=True):
+    __tablename__ = "task_events"
+    __table_args__ = (Index("task_events_task_idx", "task_id", "id"),)
+
+    # Allocated under a transaction-level advisory lock, so ids follow commit order.
+    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    task_id: str = Field(sa_column=Column(Text, nullable=False))
+    kind: str = Field(sa_column=Column(Text, nullable=False))
+    move: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    from_state: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    to_state: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    actor: str = Field(sa_column=Column(Text, nullable=False))
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    version: int = Field(sa_column=Column(Integer, nullable=False))
+    # The task row as it was right after this event.
+    task: dict[str, Any] = Field(sa_column=Column(JSONB, nullable=False))
+    at: datetime = _ts()
+
+
+class ApiTokenRow(SQLModel, table=True):
+    __tablename__ = "api_tokens"
+
+    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    token_hash: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    kind: str = Field(sa_column=Column(Text, nullable=False))
+    handle: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = _ts(server_default=text("now()"))
+
+
+class GateRuleRow(SQLModel, table=True):
+    __tablename__ = "gate_rules"
+    __table_args__ = (Index("gate_rules_owner_idx", "owner", text("priority DESC"), "id"),)
+
+    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    owner: str = Field(sa_column=Column(Text, nullable=False))
+    requester: str = Field(sa_column=Column(Text, nullable=False))
+    project: str = Field(sa_column=Column(Text, nullable=False))
+    deliverable_types: list[str] = Field(sa_column=Column(ARRAY(Text), nullable=False))
+    decision: str = Field(sa_column=Column(Text, nullable=False))
+    priority: int = Field(sa_column=Column(Integer, nullable=False))
+    created_at: datetime = _ts(server_default=text("now()"))

@@ -1,0 +1,186 @@
+"""Test helpers: unique principals per test, tasks driven to any state, GraphQL execution."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from baton.access.gate import GateDecision
+from baton.access.principals import ADMIN, Principal, PrincipalKind
+from baton.api.context import Context
+from baton.api.schema import schema
+from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.service import HandOff, MoveArgs, TaskService
+from baton.store.records import TaskRecord
+
+
+def packet(**overrides: Any) -> dict[str, Any]:
+    """A valid seed packet (snake_case), with overrides."""
+    base: dict[str, Any] = {
+        "task": "Write the release notes",
+        "deliverable_type": "doc",
+        "acceptance_criteria": ["covers every change"],
+        "context": "",
+        "files": [],
+        "depends_on": [],
+    }
+    return {**base, **overrides}
+
+
+def result(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "summary": "Done",
+        "evidence": [{"kind": "test_output", "summary": "all green"}],
+        "provenance": "agent_generated",
+    }
+    return {**base, **overrides}
+
+
+PACKET_INPUT = {
+    "task": "Write the release notes",
+    "deliverableType": "doc",
+    "acceptanceCriteria": ["covers every change"],
+}
+RESULT_INPUT = {
+    "summary": "Done",
+    "evidence": [{"kind": "test_output", "summary": "all green"}],
+    "provenance": "agent_generated",
+}
+
+
+def agent(handle: str) -> Principal:
+    return Principal(PrincipalKind.AGENT, handle)
+
+
+def owner(handle: str) -> Principal:
+    return Principal(PrincipalKind.OWNER, handle)
+
+
+@dataclass
+class World:
+    """Two owners unique to one test: `req` hands off, `asg` receives.
+
+    Principals: requester agent `req/r`, its owner `req`, assignee agent `asg/a`, its owner
+    `asg`, and outsiders who must see nothing.
+    """
+
+    service: TaskService
+    tag: str = field(default_factory=lambda: secrets.token_hex(4))
+
+    def __post_init__(self) -> None:
+        self.req_owner = f"r{self.tag}"
+        self.asg_owner = f"a{self.tag}"
+        self.requester = f"{self.req_owner}/r"
+        self.assignee = f"{self.asg_owner}/a"
+        self.project = f"p{self.tag}"
+        self._rule_id: int | None = None
+
+    @property
+    def roles(self) -> dict[str, Principal]:
+        return {
+            "requester": agent(self.requester),
+            "requester_owner": owner(self.req_owner),
+            "assignee": agent(self.assignee),
+            "assignee_owner": owner(self.asg_owner),
+            "requester_sibling": agent(f"{self.req_owner}/other"),
+            "assignee_sibling": agent(f"{self.asg_owner}/other"),
+            "outsider_agent": agent(f"x{self.tag}/x"),
+            "outsider_owner": owner(f"x{self.tag}"),
+            "admin": ADMIN,
+        }
+
+    async def hand_off(
+        self,
+        *,
+        verification: Verification = Verification.AUTO,
+        decision: GateDecision | None = GateDecision.ALLOW,
+        **packet_overrides: Any,
+    ) -> TaskRecord:
+        """A new task; `decision` is what the assignee owner's gate answers (None: default)."""
+        if decision is not None:
+            rule = await self.service.set_gate_rule(
+                owner(self.asg_owner),
+                owner=None,
+                requester=self.requester,
+                project=self.project,
+                deliverable_types=[],
+                decision=decision,
+                priority=100,
+                rule_id=self._rule_id,
+            )
+            self._rule_id = rule.id
+        elif self._rule_id is not None:
+            await self.service.delete_gate_rule(owner(self.asg_owner), self._rule_id)
+            self._rule_id = None
+        outcome = await self.service.hand_off(
+            agent(self.requester),
+            HandOff(
+                project=self.project,
+                requester=self.requester,
+                assignee=self.assignee,
+                packet=packet(**packet_overrides),
+                verification=verification,
+            ),
+        )
+        return outcome.task
+
+    async def move(self, task: TaskRecord, name: MoveName, **args: Any) -> TaskRecord:
+        outcome = await self.service.move(ADMIN, name, task.id, args=MoveArgs(**args))
+        return outcome.task
+
+    async def task_in(self, state: TaskState, waiting_on: WaitingOn | None = None) -> TaskRecord:
+        """A fresh task driven through the protocol into `state`."""
+        S, M = TaskState, MoveName
+        if state is S.requested:
+            return await self.hand_off(decision=GateDecision.EXTERNAL)
+        if state is S.rejected:
+            return await self.hand_off(decision=GateDecision.DENY)
+        if state is S.waiting and waiting_on in (None, WaitingOn.owner_approval):
+            return await self.hand_off(decision=GateDecision.ASK)
+        if state is S.cancelled:
+            return await self.move(await self.hand_off(), M.CANCEL)
+        verification = {
+            S.verifying: Verification.REVIEW,
+            S.approval: Verification.SIGN_OFF,
+        }.get(state, Verification.AUTO)
+        task = await self.hand_off(verification=verification)
+        if state is S.routed:
+            return task
+        task = await self.move(task, M.ACCEPT)
+        if state is S.accepted:
+            return task
+        task = await self.move(task, M.START)
+        if state is S.working:
+            return task
+        if state is S.waiting:
+            return await self.move(task, M.PAUSE, waiting_on=waiting_on)
+        task = await self.move(task, M.SUBMIT_RESULT, result=result())
+        assert task.state is state, (task.state, state)
+        return task
+
+
+async def execute(
+    service: TaskService,
+    principal: Principal,
+    query: str,
+    variables: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run a GraphQL operation in process; fail the test on any GraphQL error."""
+    response = await schema.execute(
+        query, variable_values=variables, context_value=Context(principal, service)
+    )
+    assert response.errors is None, response.errors
+    assert response.data is not None
+    return response.data
+
+
+async def execute_raw(
+    service: TaskService,
+    principal: Principal,
+    query: str,
+    variables: dict[str, Any] | None = None,
+) -> Any:
+    return await schema.execute(
+        query, variable_values=variables, context_value=Context(principal, service)
+    )

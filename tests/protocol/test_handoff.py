@@ -1,0 +1,289 @@
+"""The handoff table against the seed page, and the checks derived from it. Pure and fast."""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+import pytest
+
+from baton.errors import InvalidMove
+from baton.protocol.handoff import (
+    HANDOFF,
+    REQUIRES_WAITING_ON,
+    MoveName,
+    TaskState,
+    WaitingOn,
+    check_move,
+    possible_moves,
+)
+from baton.protocol.machine import Machine, Move, ProtocolDefinitionError, StateInfo
+
+# The seed page's "Allowed moves" list, copied by hand: the oracle the table is checked against.
+SEED_ALLOWED_MOVES = """
+- `requested` → `routed`
+- `requested` → `waiting`
+- `requested` → `rejected`
+- `requested` → `cancelled`
+- `routed` → `accepted`
+- `routed` → `cancelled`
+- `accepted` → `working`
+- `accepted` → `cancelled`
+- `working` → `waiting`
+- `working` → `verifying`
+- `working` → `cancelled`
+- `waiting` → `routed`
+- `waiting` → `working`
+- `waiting` → `rejected`
+- `waiting` → `cancelled`
+- `verifying` → `approval`
+- `verifying` → `completed`
+- `verifying` → `working`
+- `verifying` → `cancelled`
+- `approval` → `completed`
+- `approval` → `working`
+- `approval` → `cancelled`
+"""
+
+SEED_PAIRS = [
+    (TaskState(a), TaskState(b))
+    for a, b in re.findall(r"^- `(\w+)` → `(\w+)`$", SEED_ALLOWED_MOVES, re.MULTILINE)
+]
+
+WAITING_ON_CHOICES: list[WaitingOn | None] = [None, *WaitingOn]
+
+
+def _waiting_on_for(state: TaskState, name: MoveName) -> WaitingOn | None:
+    """A waiting reason that satisfies the rules beside the table, when one can."""
+    if state is not TaskState.waiting:
+        return None
+    required = REQUIRES_WAITING_ON.get(name)
+    return next(w for w in WaitingOn if required is None or w in required)
+
+
+# --- The table ----------------------------------------------------------------------------
+
+
+def test_seed_oracle_has_22_distinct_moves() -> None:
+    assert len(SEED_PAIRS) == 22
+    assert len(set(SEED_PAIRS)) == 22
+
+
+def test_table_is_exactly_the_seed_moves() -> None:
+    assert HANDOFF.pairs() == frozenset(SEED_PAIRS)
+    assert len(HANDOFF.moves) == len(SEED_PAIRS)
+
+
+def test_states_are_the_enum_in_order() -> None:
+    assert [info.state for info in HANDOFF.states] == list(TaskState)
+
+
+def test_terminal_and_initial_states() -> None:
+    terminal = {info.state for info in HANDOFF.states if info.terminal}
+    assert terminal == {TaskState.completed, TaskState.rejected, TaskState.cancelled}
+    assert HANDOFF.initial is TaskState.requested
+    assert [info.state for info in HANDOFF.states if info.initial] == [TaskState.requested]
+
+
+def test_every_move_name_is_used() -> None:
+    assert set(HANDOFF.names()) == set(MoveName)
+
+
+# --- check_move, every (state, move) pair --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(MoveName), ids=lambda n: n.value)
+@pytest.mark.parametrize("state", list(TaskState), ids=lambda s: s.value)
+def test_check_move_allows_exactly_the_table(state: TaskState, name: MoveName) -> None:
+    listed = [m for m in HANDOFF.moves if m.source is state and m.name is name]
+    waiting_on = _waiting_on_for(state, name)
+    if listed:
+        assert check_move(state, waiting_on, name) == listed[0]
+    else:
+        with pytest.raises(InvalidMove) as refused:
+            check_move(state, waiting_on, name)
+        assert refused.value.state == state.value
+        assert refused.value.move == name.value
+        assert refused.value.code == "invalid_state"
+
+
+@pytest.mark.parametrize(
+    ("name", "waiting_on"),
+    [
+        (MoveName.APPROVE, WaitingOn.human),
+        (MoveName.APPROVE, WaitingOn.agent),
+        (MoveName.DENY, WaitingOn.human),
+        (MoveName.DENY, WaitingOn.agent),
+        (MoveName.RESUME, WaitingOn.owner_approval),
+    ],
+    ids=str,
+)
+def test_waiting_reason_blocks_a_listed_move(name: MoveName, waiting_on: WaitingOn) -> None:
+    assert HANDOFF.move_for(TaskState.waiting, name) is not None
+    with pytest.raises(InvalidMove, match=waiting_on.value) as refused:
+        check_move(TaskState.waiting, waiting_on, name)
+    assert refused.value.state == TaskState.waiting.value
+    assert refused.value.move == name.value
+
+
+@pytest.mark.parametrize(
+    ("name", "waiting_on"),
+    [
+        (MoveName.APPROVE, WaitingOn.owner_approval),
+        (MoveName.DENY, WaitingOn.owner_approval),
+        (MoveName.RESUME, WaitingOn.human),
+        (MoveName.RESUME, WaitingOn.agent),
+        (MoveName.CANCEL, WaitingOn.owner_approval),
+        (MoveName.CANCEL, WaitingOn.human),
+        (MoveName.CANCEL, WaitingOn.agent),
+    ],
+    ids=str,
+)
+def test_waiting_reason_lets_its_move_through(name: MoveName, waiting_on: WaitingOn) -> None:
+    move = check_move(TaskState.waiting, waiting_on, name)
+    assert (move.source, move.name) == (TaskState.waiting, name)
+
+
+@pytest.mark.parametrize("name", list(REQUIRES_WAITING_ON), ids=lambda n: n.value)
+def test_move_needing_a_reason_to_wait_fails_without_one(name: MoveName) -> None:
+    with pytest.raises(InvalidMove):
+        check_move(TaskState.waiting, None, name)
+
+
+# --- possible_moves agrees with check_move --------------------------------------------------
+
+
+def _allowed(state: TaskState, waiting_on: WaitingOn | None, name: MoveName) -> bool:
+    try:
+        check_move(state, waiting_on, name)
+    except InvalidMove:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("waiting_on", WAITING_ON_CHOICES, ids=str)
+@pytest.mark.parametrize("state", list(TaskState), ids=lambda s: s.value)
+def test_possible_moves_agrees_with_check_move(
+    state: TaskState, waiting_on: WaitingOn | None
+) -> None:
+    possible = possible_moves(state, waiting_on)
+    assert len(possible) == len(set(possible))
+    assert set(possible) == {n for n in MoveName if _allowed(state, waiting_on, n)}
+
+
+def test_terminal_states_have_no_possible_moves() -> None:
+    for info in HANDOFF.states:
+        if info.terminal:
+            assert possible_moves(info.state, None) == ()
+
+
+# --- Machine rejects a broken table when it is declared -----------------------------------
+
+
+class St(Enum):
+    a = "a"
+    b = "b"
+    c = "c"
+    d = "d"
+
+
+class Nm(Enum):
+    GO = "GO"
+    STOP = "STOP"
+    BACK = "BACK"
+
+
+class Who(Enum):
+    ANYONE = "anyone"
+
+
+def _mv(name: Nm, source: St, target: St) -> Move[St, Nm, Who]:
+    return Move(name, source, target, Who.ANYONE, name.value.lower())
+
+
+def _build(states: list[StateInfo[St]], moves: list[Move[St, Nm, Who]]) -> Machine[St, Nm, Who]:
+    return Machine("tiny", tuple(states), tuple(moves))
+
+
+START = StateInfo(St.a, "start", initial=True)
+END = StateInfo(St.b, "end", terminal=True)
+
+
+def test_a_sound_tiny_table_builds() -> None:
+    machine = _build(
+        [START, END, StateInfo(St.c, "middle")],
+        [_mv(Nm.GO, St.a, St.c), _mv(Nm.STOP, St.c, St.b), _mv(Nm.BACK, St.c, St.a)],
+    )
+    assert machine.initial is St.a
+    assert machine.targets(St.c) == (St.b, St.a)
+
+
+@pytest.mark.parametrize(
+    ("states", "moves", "complaint"),
+    [
+        pytest.param(
+            [START, StateInfo(St.b, "end", terminal=True, initial=True)],
+            [_mv(Nm.GO, St.a, St.b)],
+            "exactly one initial state",
+            id="two-initial-states",
+        ),
+        pytest.param(
+            [StateInfo(St.a, "start"), END],
+            [_mv(Nm.GO, St.a, St.b)],
+            "exactly one initial state",
+            id="no-initial-state",
+        ),
+        pytest.param(
+            [START, END],
+            [_mv(Nm.GO, St.a, St.b), _mv(Nm.BACK, St.b, St.a)],
+            "terminal state .* has an exit",
+            id="exit-from-terminal",
+        ),
+        pytest.param(
+            [START, END, StateInfo(St.c, "island")],
+            [_mv(Nm.GO, St.a, St.b), _mv(Nm.STOP, St.c, St.b)],
+            "unreachable states",
+            id="unreachable-state",
+        ),
+        pytest.param(
+            [START, END, StateInfo(St.c, "loop"), StateInfo(St.d, "loop")],
+            [
+                _mv(Nm.STOP, St.a, St.b),
+                _mv(Nm.GO, St.a, St.c),
+                _mv(Nm.GO, St.c, St.d),
+                _mv(Nm.BACK, St.d, St.c),
+            ],
+            "states that never end",
+            id="never-reaches-terminal",
+        ),
+        pytest.param(
+            [START, END],
+            [_mv(Nm.GO, St.a, St.b), _mv(Nm.STOP, St.a, St.b)],
+            "pair is listed twice",
+            id="duplicated-pair",
+        ),
+        pytest.param(
+            [START, END, StateInfo(St.c, "middle")],
+            [_mv(Nm.GO, St.a, St.b), _mv(Nm.GO, St.a, St.c), _mv(Nm.STOP, St.c, St.b)],
+            "leaves .* twice",
+            id="ambiguous-name",
+        ),
+        pytest.param(
+            [START, END, END],
+            [_mv(Nm.GO, St.a, St.b)],
+            "declared twice",
+            id="state-declared-twice",
+        ),
+        pytest.param(
+            [START, END],
+            [_mv(Nm.GO, St.a, St.b), _mv(Nm.STOP, St.a, St.c)],
+            "undeclared state",
+            id="undeclared-state",
+        ),
+    ],
+)
+def test_broken_table_is_refused(
+    states: list[StateInfo[St]], moves: list[Move[St, Nm, Who]], complaint: str
+) -> None:
+    with pytest.raises(ProtocolDefinitionError, match=complaint):
+        _build(states, moves)
