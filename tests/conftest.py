@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from baton.access.principals import Principal
+from baton.access.tokens import create_token
 from baton.service import TaskService
 from baton.store import migrate
 from baton.store.db import create_engine, libpq_url
@@ -63,3 +72,72 @@ def service(engine: AsyncEngine) -> TaskService:
 @pytest.fixture
 def world(service: TaskService) -> World:
     return World(service)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    """A real `baton serve` process; `token(principal)` mints a bearer token for it."""
+
+    url: str
+    engine: AsyncEngine
+    process: subprocess.Popen[bytes]
+
+    @property
+    def graphql(self) -> str:
+        return f"{self.url}/graphql"
+
+    async def token(self, principal: Principal) -> str:
+        return await create_token(self.engine, principal)
+
+
+def start_server(
+    env: dict[str, str], log: Path, *, inherit: bool = True
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start `baton serve` and wait for /readyz; `inherit=False` uses `env` alone."""
+    port = free_port()
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "baton.cli", "serve", "--port", str(port)],
+            env={**(os.environ if inherit else {}), "BATON_LOG_LEVEL": "warning", **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"baton serve exited: {log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return url, process
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"baton serve did not become ready: {log.read_text()}")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def live_server(
+    database_url: str, engine: AsyncEngine, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """`baton serve` on the session's test database, over real HTTP."""
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    url, process = start_server({"BATON_DATABASE_URL": database_url}, log)
+    yield LiveServer(url, engine, process)
+    stop_server(process)

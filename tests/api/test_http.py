@@ -1,0 +1,42 @@
+"""The HTTP edge of a running `baton serve`: health, auth, and the error envelope."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import LiveServer
+from tests.helpers import owner
+
+
+async def test_health_needs_no_token(live_server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        assert (await client.get("/healthz")).status_code == 200
+        ready = await client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "ready"
+
+
+async def test_graphql_without_a_valid_token_is_401_and_runs_nothing(
+    live_server: LiveServer,
+) -> None:
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        for headers in ({}, {"Authorization": "Bearer baton_nope"}, {"Authorization": "Basic x"}):
+            response = await client.post(
+                "/graphql", json={"query": "{ viewer { handle } }"}, headers=headers
+            )
+            assert response.status_code == 401
+            assert response.json()["errors"][0]["extensions"]["code"] == "unauthenticated"
+
+
+async def test_viewer_is_the_tokens_principal(live_server: LiveServer) -> None:
+    token = await live_server.token(owner("httpowner"))
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        response = await client.post(
+            "/graphql",
+            json={"query": "{ viewer { kind handle owner } }"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert response.status_code == 200
+    assert response.json() == {
+        "data": {"viewer": {"kind": "OWNER", "handle": "httpowner", "owner": "httpowner"}}
+    }
