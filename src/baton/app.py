@@ -22,7 +22,7 @@ from baton.access.principals import Principal
 from baton.access.tokens import principal_for
 from baton.api.context import Context
 from baton.api.schema import schema
-from baton.http import BodyLimit, RequireToken, TokenCache
+from baton.http import BodyLimit, CountRequests, RequireToken, TokenCache
 from baton.metrics import REGISTRY
 from baton.service import TaskService
 from baton.settings import Settings
@@ -120,5 +120,8 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             Route("/metrics", metrics),
         ],
         lifespan=lifespan,
+    )
+    app.add_middleware(
+        CountRequests, paths=frozenset({"/graphql", "/healthz", "/readyz", "/metrics"})
     )
     return app

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.access.principals import Principal
+from baton.metrics import HTTP_REQUESTS
 
 TOKEN_CACHE_SECONDS = 30.0
 TOKEN_CACHE_SIZE = 10_000
@@ -143,3 +144,24 @@ class RequireToken:
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
+
+
+class CountRequests:
+    """Count answered HTTP requests by route and status for /metrics."""
+
+    def __init__(self, app: ASGIApp, paths: frozenset[str]) -> None:
+        self.app = app
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"] if scope["path"] in self.paths else "other"
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                HTTP_REQUESTS.labels(path=path, status=str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, counted)

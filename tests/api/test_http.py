@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from tests.conftest import LiveServer
-from tests.helpers import owner
+from tests.helpers import PACKET_INPUT, agent, owner
 
 
 async def test_health_needs_no_token(live_server: LiveServer) -> None:
@@ -40,3 +40,23 @@ async def test_viewer_is_the_tokens_principal(live_server: LiveServer) -> None:
     assert response.json() == {
         "data": {"viewer": {"kind": "OWNER", "handle": "httpowner", "owner": "httpowner"}}
     }
+
+
+async def test_metrics_count_requests_and_move_outcomes(live_server: LiveServer) -> None:
+    token = await live_server.token(agent("metricsowner/a"))
+    mutation = """mutation($packet: PacketInput!) {
+        handOff(input: {project: "m", requester: "metricsowner/a", assignee: "metricsowner/b",
+                        packet: $packet}) { __typename } }"""
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        answer = await client.post(
+            "/graphql",
+            json={"query": mutation, "variables": {"packet": PACKET_INPUT}},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert answer.json()["data"]["handOff"]["__typename"] == "HandOffSuccess"
+        metrics = (await client.get("/metrics")).text
+    samples = dict(
+        line.rsplit(" ", 1) for line in metrics.splitlines() if line and not line.startswith("#")
+    )
+    assert float(samples['baton_moves_total{mutation="handOff",outcome="ok"}']) >= 1
+    assert float(samples['baton_http_requests_total{path="/graphql",status="200"}']) >= 1

@@ -31,6 +31,7 @@ from baton.api.inputs import (
 )
 from baton.api.types import GateRuleType, Task, TaskEvent
 from baton.errors import BatonError, InvalidInput
+from baton.metrics import MOVES
 from baton.protocol.handoff import (
     HANDOFF,
     REQUIRES_REASON,
@@ -92,12 +93,15 @@ DeleteGateRuleResult = Annotated[
 T = TypeVar("T")
 
 
-async def _expected(call: Awaitable[T]) -> T | Any:
-    """Run a service call; an expected failure becomes its error type."""
+async def _expected(mutation: str, call: Awaitable[T]) -> T | Any:
+    """Run a service call; an expected failure becomes its error type. Counts the outcome."""
     try:
-        return await call
+        outcome = await call
     except BatonError as exc:
+        MOVES.labels(mutation=mutation, outcome=exc.code).inc()
         return to_error(exc)
+    MOVES.labels(mutation=mutation, outcome="ok").inc()
+    return outcome
 
 
 def _move_success(outcome: Outcome) -> MoveSuccess:
@@ -172,13 +176,14 @@ def _move_field(name: MoveName) -> StrawberryField:
             reason=input.reason,
         )
         outcome = await _expected(
+            mutation,
             info.context.service.move(
                 info.context.principal,
                 name,
                 str(input.id),
                 expected_version=input.expected_version,
                 args=args,
-            )
+            ),
         )
         return _move_success(outcome) if isinstance(outcome, Outcome) else outcome
 
@@ -208,7 +213,7 @@ async def hand_off(info: Info[Context, None], input: HandOffInput) -> HandOffRes
         packet=input.packet.to_seed(),
         verification=input.verification,
     )
-    outcome = await _expected(info.context.service.hand_off(info.context.principal, h))
+    outcome = await _expected("handOff", info.context.service.hand_off(info.context.principal, h))
     if not isinstance(outcome, Outcome):
         return outcome  # type: ignore[no-any-return]
     return HandOffSuccess(
@@ -223,12 +228,13 @@ async def hand_off(info: Info[Context, None], input: HandOffInput) -> HandOffRes
 )
 async def save_checkpoint(info: Info[Context, None], input: SaveCheckpointInput) -> MoveResult:
     outcome = await _expected(
+        "saveCheckpoint",
         info.context.service.save_checkpoint(
             info.context.principal,
             str(input.id),
             input.checkpoint.to_seed(),
             expected_version=input.expected_version,
-        )
+        ),
     )
     return _move_success(outcome) if isinstance(outcome, Outcome) else outcome
 
@@ -257,7 +263,7 @@ async def set_gate_rule(info: Info[Context, None], input: SetGateRuleInput) -> G
         )
         return GateRuleSuccess(rule=GateRuleType.of(rule))
 
-    return await _expected(run())
+    return await _expected("setGateRule", run())
 
 
 @strawberry.mutation(name="deleteGateRule", description="Remove a rule (its owner or admin).")
@@ -270,7 +276,7 @@ async def delete_gate_rule(
         )
         return DeleteGateRuleSuccess(rule=GateRuleType.of(rule))
 
-    return await _expected(run())
+    return await _expected("deleteGateRule", run())
 
 
 ALL_FIELDS: list[StrawberryField] = [
