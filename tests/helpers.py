@@ -98,6 +98,21 @@ class World:
         **packet_overrides: Any,
     ) -> TaskRecord:
         """A new task; `decision` is what the assignee owner's gate answers (None: default)."""
+        await self.decide(decision)
+        outcome = await self.service.hand_off(
+            agent(self.requester),
+            HandOff(
+                project=self.project,
+                requester=self.requester,
+                assignee=self.assignee,
+                packet=packet(**packet_overrides),
+                verification=verification,
+            ),
+        )
+        return outcome.task
+
+    async def decide(self, decision: GateDecision | None) -> None:
+        """Make the assignee owner's gate answer `decision` for this world (None: default)."""
         if decision is not None:
             rule = await self.service.set_gate_rule(
                 owner(self.asg_owner),
@@ -113,17 +128,6 @@ class World:
         elif self._rule_id is not None:
             await self.service.delete_gate_rule(owner(self.asg_owner), self._rule_id)
             self._rule_id = None
-        outcome = await self.service.hand_off(
-            agent(self.requester),
-            HandOff(
-                project=self.project,
-                requester=self.requester,
-                assignee=self.assignee,
-                packet=packet(**packet_overrides),
-                verification=verification,
-            ),
-        )
-        return outcome.task
 
     async def move(self, task: TaskRecord, name: MoveName, **args: Any) -> TaskRecord:
         outcome = await self.service.move(ADMIN, name, task.id, args=MoveArgs(**args))

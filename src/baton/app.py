@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from broadcaster import Broadcast
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -16,18 +18,24 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionInitMessage
+from strawberry.types.unset import UnsetType
 
 from baton.access.principals import Principal
 from baton.access.tokens import principal_for
 from baton.api.context import Context
 from baton.api.schema import schema
-from baton.http import BodyLimit, CountRequests, RequireToken, TokenCache
+from baton.http import BodyLimit, CountRequests, RequireToken, TokenCache, bearer
+from baton.live.backends import make_backend
+from baton.live.hub import EventHub
 from baton.metrics import REGISTRY
 from baton.service import TaskService
 from baton.settings import Settings
 from baton.store import migrate
-from baton.store.db import create_engine
+from baton.store.db import create_engine, libpq_url
 from baton.store.embedded import start_embedded
 
 log = logging.getLogger("baton")
@@ -39,7 +47,28 @@ class Runtime:
 
     engine: AsyncEngine
     service: TaskService
-    tokens: TokenCache
+    hub: EventHub
+
+
+class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
+    """The legacy `graphql-ws` protocol closes a refused connection with 1011; Baton closes it
+    with 4403 like `graphql-transport-ws`, so clients see one behaviour on both."""
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        payload = message.get("payload")
+        if isinstance(payload, dict):
+            self.context.connection_params = payload
+        try:
+            ack = await self.view.on_ws_connect(self.context)
+        except ConnectionRejectionError as rejection:
+            await self.send_message({"type": "connection_error", "payload": rejection.payload})
+            await self.websocket.close(code=4403, reason="Forbidden")
+            return
+        if isinstance(ack, dict):
+            await self.send_message({"type": "connection_ack", "payload": ack})
+        else:
+            await self.send_message({"type": "connection_ack"})
+        self.connection_acknowledged = True
 
 
 def database_url(settings: Settings) -> str:
@@ -52,20 +81,37 @@ def database_url(settings: Settings) -> str:
 
 
 class BatonGraphQL(GraphQL[Context, None]):
-    def __init__(self, runtime: dict[str, Runtime]) -> None:
+    graphql_ws_handler_class = LegacyWSHandler
+
+    def __init__(self, runtime: dict[str, Runtime], tokens: TokenCache) -> None:
         super().__init__(
             schema,
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL],
+            keep_alive=True,
+            keep_alive_interval=15,
         )
         self._runtime = runtime
+        self._tokens = tokens
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> Context:
         rt = self._runtime["current"]
+        if isinstance(request, WebSocket):
+            # Authenticated in on_ws_connect, from the connection_init payload.
+            return Context(None, rt.service, rt.hub, cache=False)
         principal = request.scope.get("state", {}).get("principal")
         assert principal is not None, "RequireToken lets no request through without one"
-        return Context(principal=principal, service=rt.service)
+        return Context(principal, rt.service, rt.hub)
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        params = context.connection_params or {}
+        raw = params.get("authorization") or params.get("Authorization")
+        principal = await self._tokens.principal(bearer(raw) if isinstance(raw, str) else None)
+        if principal is None:
+            raise ConnectionRejectionError({"message": "a valid bearer token is required"})
+        context.caller = principal
+        return None
 
 
 def create_app(settings: Settings | None = None, *, run_migrations: bool = True) -> Starlette:
@@ -79,16 +125,22 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = create_engine(database_url(settings))
+        url = await asyncio.to_thread(database_url, settings)
+        engine = create_engine(url)
         if run_migrations:
             await migrate.upgrade(engine)
-        runtime["current"] = Runtime(engine=engine, service=TaskService(engine), tokens=tokens)
+        broadcast = Broadcast(backend=make_backend(settings.broadcast_url or libpq_url(url)))
+        hub = EventHub(engine, broadcast, poll_interval=settings.poll_seconds)
+        await hub.start()
+        service = TaskService(engine, on_commit=hub.publish)
+        runtime["current"] = Runtime(engine=engine, service=service, hub=hub)
         try:
             yield
         finally:
+            await hub.stop()
             await engine.dispose()
 
-    graphql = BatonGraphQL(runtime)
+    graphql = BatonGraphQL(runtime, tokens)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -9,7 +9,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -130,7 +130,20 @@ class TaskReader:
             return await store.events(conn, task_id, first, after)
 
 
+Publish = Callable[[int], Awaitable[None]]
+
+
 class TaskService(TaskReader):
+    def __init__(self, engine: AsyncEngine, *, on_commit: Publish | None = None) -> None:
+        super().__init__(engine)
+        # Told the newest event id after every commit that appended events (live wake-ups).
+        self.on_commit = on_commit
+
+    async def _committed(self, outcome: Outcome) -> Outcome:
+        if self.on_commit is not None and outcome.events:
+            await self.on_commit(outcome.events[-1].id)
+        return outcome
+
     # --- reading --------------------------------------------------------------------------
 
     async def get(self, principal: Principal, task_id: str) -> TaskRecord:
@@ -183,18 +196,25 @@ class TaskService(TaskReader):
                 if existing is None or existing.input_digest != digest:
                     raise DuplicateTask(task_id)
                 return Outcome(existing, [])
-            events = [created]
-            decision = await self._gate(conn, h)
-            name = DECISION_MOVES[decision]
-            if name is not None:
-                target = check_move(created.task.state, None, name).target
-                waiting_on = WaitingOn.owner_approval if name in SETS_WAITING_ON else None
-                event = await store.move(
-                    conn, created.task, name, target, actor=principal.handle, waiting_on=waiting_on
-                )
-                assert event is not None, "a task inserted in this transaction cannot race"
-                events.append(event)
-            return Outcome(events[-1].task, events)
+            outcome = await self._gate_move(conn, principal, h, created)
+        return await self._committed(outcome)
+
+    async def _gate_move(
+        self, conn: AsyncConnection, principal: Principal, h: HandOff, created: EventRecord
+    ) -> Outcome:
+        """The gate decides in the hand-off's own transaction."""
+        events = [created]
+        decision = await self._gate(conn, h)
+        name = DECISION_MOVES[decision]
+        if name is not None:
+            target = check_move(created.task.state, None, name).target
+            waiting_on = WaitingOn.owner_approval if name in SETS_WAITING_ON else None
+            event = await store.move(
+                conn, created.task, name, target, actor=principal.handle, waiting_on=waiting_on
+            )
+            assert event is not None, "a task inserted in this transaction cannot race"
+            events.append(event)
+        return Outcome(events[-1].task, events)
 
     async def _gate(self, conn: AsyncConnection, h: HandOff) -> GateDecision:
         owner = h.assignee.split("/", 1)[0]
@@ -223,8 +243,8 @@ class TaskService(TaskReader):
             async with self.engine.begin() as conn:
                 task = await self._checked(conn, principal, name, task_id, expected_version)
                 events = await self._apply(conn, principal, name, task, args)
-                if events:
-                    return Outcome(events[-1].task, events)
+            if events:
+                return await self._committed(Outcome(events[-1].task, events))
         raise VersionConflict(expected_version or task.version, task.version + 1)
 
     async def _checked(
@@ -328,8 +348,8 @@ class TaskService(TaskReader):
                 ):
                     raise Forbidden("only the assignee side may save a checkpoint")
                 event = await store.save_checkpoint(conn, task, checkpoint, actor=principal.handle)
-                if event is not None:
-                    return Outcome(event.task, [event])
+            if event is not None:
+                return await self._committed(Outcome(event.task, [event]))
         raise VersionConflict(expected_version or task.version, task.version + 1)
 
     # --- gate rules -----------------------------------------------------------------------

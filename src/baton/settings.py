@@ -13,6 +13,7 @@ class Settings:
     data_dir: Path
     broadcast_url: str | None
     log_level: str
+    poll_seconds: float = 1.0
     max_body_bytes: int = 1024 * 1024
 
     @classmethod
@@ -22,4 +23,6 @@ class Settings:
             data_dir=Path(os.environ.get("BATON_DATA_DIR") or ".baton"),
             broadcast_url=os.environ.get("BATON_BROADCAST_URL") or None,
             log_level=os.environ.get("BATON_LOG_LEVEL", "info"),
+            # How often each process re-reads the event log when no wake-up arrives.
+            poll_seconds=float(os.environ.get("BATON_POLL_SECONDS", "1.0")),
         )

@@ -109,6 +109,7 @@ SITUATIONS: list[tuple[TaskState, WaitingOn | None]] = [
     *((s, None) for s in TaskState if s is not S.waiting),
     (S.waiting, WaitingOn.owner_approval),
     (S.waiting, WaitingOn.human),
+    (S.waiting, WaitingOn.agent),
 ]
 
 
@@ -124,8 +125,8 @@ REFUSED: list[tuple[TaskState, WaitingOn | None, MoveName]] = [
     for name in MOVE_NAMES
     if not table_allows(state, waiting_on, name)
 ]
-# 11 situations x 16 moves, minus the 23 the table (with its waiting_on rules) allows.
-assert len(REFUSED) == 11 * 16 - 23, len(REFUSED)
+# 12 situations x 16 moves, minus the 25 the table (with its waiting_on rules) allows.
+assert len(REFUSED) == 12 * 16 - 25, len(REFUSED)
 
 
 def situation_id(state: TaskState, waiting_on: WaitingOn | None) -> str:
@@ -333,27 +334,79 @@ async def test_a_stale_expected_version_on_save_checkpoint_saves_nothing(
     assert await read(service, task.id) == before
 
 
+# --- waiting on a person or another agent ---------------------------------------------------
+
+
+@pytest.mark.parametrize("waiting_on", ["human", "agent"])
+async def test_pause_records_what_the_task_waits_on_and_resume_clears_it(
+    service: TaskService, world: World, waiting_on: str
+) -> None:
+    task = await world.task_in(S.working)
+    assignee = world.roles["assignee"]
+
+    paused = await call(service, assignee, "pauseTask", id=task.id, waitingOn=waiting_on)
+    owner_decision = await call(service, ADMIN, "approveTask", id=task.id)
+    resumed = await call(service, assignee, "resumeTask", id=task.id)
+
+    assert paused["__typename"] == "MoveSuccess", paused
+    assert (paused["task"]["state"], paused["task"]["waitingOn"]) == ("waiting", waiting_on)
+    assert owner_decision["__typename"] == "InvalidStateError", owner_decision
+    assert resumed["__typename"] == "MoveSuccess", resumed
+    assert (resumed["task"]["state"], resumed["task"]["waitingOn"]) == ("working", None)
+
+
 # --- races -----------------------------------------------------------------------------------
 
 
-async def test_two_racing_moves_on_one_task_never_both_succeed(
+async def test_two_racing_moves_out_of_one_state_never_both_succeed(
     service: TaskService, world: World
 ) -> None:
-    tasks = [await world.task_in(S.working) for _ in range(5)]
-    assignee, requester = world.roles["assignee"], world.roles["requester"]
+    assignee = world.roles["assignee"]
+    for _ in range(5):
+        task = await world.task_in(S.working)
 
-    for task in tasks:
-        pause, cancel = await asyncio.gather(
+        pause, submit = await asyncio.gather(
             call(service, assignee, "pauseTask", id=task.id, waitingOn="human"),
-            call(service, requester, "cancelTask", id=task.id),
+            call(service, assignee, "submitResult", id=task.id, result=RESULT_INPUT),
         )
-        outcomes = sorted([pause["__typename"], cancel["__typename"]])
-        assert outcomes == ["InvalidStateError", "MoveSuccess"], (pause, cancel)
+
+        kinds = sorted([pause["__typename"], submit["__typename"]])
+        assert kinds == ["InvalidStateError", "MoveSuccess"], (pause, submit)
+        winner = pause if pause["__typename"] == "MoveSuccess" else submit
         after = await read(service, task.id)
-        assert after["version"] == task.version + 1
-        assert len(event_nodes(after)) == len(event_nodes(await read(service, task.id)))
-        winner = pause if pause["__typename"] == "MoveSuccess" else cancel
-        assert after["state"] == winner["task"]["state"]
+        assert (after["state"], after["version"]) == (
+            winner["task"]["state"],
+            task.version + len(winner["events"]),
+        )
+
+
+async def test_two_racing_moves_expecting_one_version_never_both_succeed(
+    service: TaskService, world: World
+) -> None:
+    assignee, requester = world.roles["assignee"], world.roles["requester"]
+    for _ in range(5):
+        task = await world.task_in(S.working)
+
+        pause, cancel = await asyncio.gather(
+            call(
+                service,
+                assignee,
+                "pauseTask",
+                id=task.id,
+                waitingOn="human",
+                expectedVersion=task.version,
+            ),
+            call(service, requester, "cancelTask", id=task.id, expectedVersion=task.version),
+        )
+
+        kinds = sorted([pause["__typename"], cancel["__typename"]])
+        assert kinds == ["MoveSuccess", "VersionConflictError"], (pause, cancel)
+        loser = cancel if pause["__typename"] == "MoveSuccess" else pause
+        assert (loser["expectedVersion"], loser["actualVersion"]) == (
+            task.version,
+            task.version + 1,
+        )
+        assert (await read(service, task.id))["version"] == task.version + 1
 
 
 # --- checkpoints -----------------------------------------------------------------------------
@@ -435,15 +488,21 @@ async def test_the_requester_agent_may_not_save_a_checkpoint(
 
 
 @pytest.mark.parametrize("reason", ["", "   "], ids=["empty", "blank"])
-async def test_send_back_without_a_reason_is_invalid_input_on_reason(
-    service: TaskService, world: World, reason: str
+@pytest.mark.parametrize(
+    ("mutation", "state", "role"),
+    [
+        ("sendBackTask", S.verifying, "requester"),
+        ("requestChanges", S.approval, "requester_owner"),
+    ],
+    ids=["sendBackTask", "requestChanges"],
+)
+async def test_a_move_that_must_say_why_without_a_reason_is_invalid_input_on_reason(
+    service: TaskService, world: World, mutation: str, state: TaskState, role: str, reason: str
 ) -> None:
-    task = await world.task_in(S.verifying)
+    task = await world.task_in(state)
     before = await read(service, task.id)
 
-    outcome = await call(
-        service, world.roles["requester"], "sendBackTask", id=task.id, reason=reason
-    )
+    outcome = await call(service, world.roles[role], mutation, id=task.id, reason=reason)
 
     assert outcome["__typename"] == "InvalidInputError", outcome
     assert outcome["code"] == "invalid_input"
@@ -478,9 +537,12 @@ async def test_a_move_on_a_task_the_caller_cannot_see_is_not_found(
     before = await read(service, task.id)
 
     outcome = await call(service, outsider, "acceptTask", id=task.id)
+    # A stale version must not tell an outsider that the task exists either.
+    stale = await call(service, outsider, "acceptTask", id=task.id, expectedVersion=999)
 
     assert outcome["__typename"] == "NotFoundError", outcome
     assert outcome["code"] == "not_found"
+    assert stale["__typename"] == "NotFoundError", stale
     assert await read(service, task.id, outsider) is None
     assert await read(service, task.id, world.roles["assignee"]) is not None
     assert await read(service, task.id) == before

@@ -44,5 +44,8 @@ _DESCRIPTIONS: dict[type[Enum], str] = {
     "DOWNSTREAM dependents.",
 }
 
+# GraphQL names where they differ from the Python class's.
+_NAMES: dict[type[Enum], str] = {Verification: "VerificationMode"}
+
 for _enum, _description in _DESCRIPTIONS.items():
-    strawberry.enum(_enum, description=_description)
+    strawberry.enum(_enum, name=_NAMES.get(_enum), description=_description)

@@ -11,6 +11,7 @@ from strawberry.tools import create_type
 
 from baton.api.mutations import ALL_FIELDS
 from baton.api.queries import Query
+from baton.api.subscriptions import Subscription
 from baton.errors import BatonError
 
 log = logging.getLogger("baton.api")
@@ -53,6 +54,7 @@ Mutation = create_type("Mutation", ALL_FIELDS)
 schema = strawberry.Schema(
     query=Query,
     mutation=Mutation,
+    subscription=Subscription,
     extensions=[
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
         lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),

@@ -1,0 +1,87 @@
+"""Subscriptions: live task events, replayable from a cursor, and a task's live state."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+import strawberry
+from strawberry.types import Info
+
+from baton.api.context import Context
+from baton.api.enums import TaskEventKind
+from baton.api.types import Task, TaskEvent, parse_event_cursor
+from baton.errors import InvalidInput
+from baton.live.filters import EventFilter
+from baton.protocol.handoff import HANDOFF, TaskState
+
+MAX_FILTER_VALUES = 100
+
+
+@strawberry.input(description="All given conditions must hold; a list matches any of its items.")
+class TaskEventFilter:
+    task_ids: list[strawberry.ID] | None = None
+    projects: list[str] | None = None
+    kinds: list[TaskEventKind] | None = None
+    states: list[TaskState] | None = strawberry.field(
+        default=None, description="Events whose `toState` is one of these."
+    )
+    requester: str | None = None
+    assignee: str | None = None
+
+    def to_filter(self) -> EventFilter:
+        for name in ("task_ids", "projects", "kinds", "states"):
+            values = getattr(self, name)
+            if values is not None and len(values) > MAX_FILTER_VALUES:
+                raise InvalidInput(f"filter.{name}", f"at most {MAX_FILTER_VALUES} values")
+        return EventFilter(
+            task_ids=frozenset(map(str, self.task_ids)) if self.task_ids is not None else None,
+            projects=frozenset(self.projects) if self.projects is not None else None,
+            kinds=frozenset(k.value for k in self.kinds) if self.kinds is not None else None,
+            states=frozenset(self.states) if self.states is not None else None,
+            requester=self.requester,
+            assignee=self.assignee,
+        )
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        name="taskEvents",
+        description="Events of tasks the caller can see that match `filter`, in commit order. "
+        "With `after` (an event id), first every committed matching event after it, then live "
+        "ones, with no gap and no duplicate. Without it, only events committed from now on.",
+    )
+    async def task_events(
+        self,
+        info: Info[Context, None],
+        filter: TaskEventFilter | None = None,
+        after: strawberry.ID | None = None,
+    ) -> AsyncGenerator[TaskEvent, None]:
+        where = filter.to_filter() if filter is not None else EventFilter()
+        cursor = parse_event_cursor(str(after)) if after is not None else None
+        principal = info.context.principal
+        async for event in info.context.events.stream(principal, where, cursor):
+            yield TaskEvent(record=event)
+
+    @strawberry.subscription(
+        name="taskUpdated",
+        description="The task now, then the task after each change; completes once it reaches "
+        "a terminal state. A task the caller cannot see is a `not_found` error.",
+    )
+    async def task_updated(
+        self, info: Info[Context, None], id: strawberry.ID
+    ) -> AsyncGenerator[Task, None]:
+        hub, principal = info.context.events, info.context.principal
+        # The newest event first, then the task: a change between the two reads is replayed.
+        cursor = await hub.last_event_of(str(id))
+        task = await info.context.service.get(principal, str(id))
+        yield Task(record=task)
+        if HANDOFF.is_terminal(task.state):
+            return
+        where = EventFilter(task_ids=frozenset({str(id)}))
+        async for event in hub.stream(principal, where, cursor):
+            if event.task.version <= task.version:
+                continue
+            yield Task(record=event.task)
+            if HANDOFF.is_terminal(event.task.state):
+                return

@@ -1,0 +1,193 @@
+"""broadcaster backends that survive their broker restarting.
+
+broadcaster 0.3.1's own backends go silent for good when their connection drops (upstream
+issues #66, #130, #144), its Postgres backend shares one connection between LISTEN and
+concurrent publishes (#22), and its Redis backend receives nothing with redis-py 8 because it
+marks itself ready before it has subscribed. These subclasses of its `BroadcastBackend` keep the
+same interface and fix all three: a dropped connection is noticed, re-established with backoff
+and re-subscribed, publishes are serialised, and after every reconnect a `RECONNECTED` event is
+queued so the reader knows messages may have been missed and re-reads the event log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+from broadcaster import Event
+from broadcaster._backends.base import BroadcastBackend
+from broadcaster._backends.memory import MemoryBackend
+from redis import asyncio as aioredis
+from redis.exceptions import RedisError
+
+log = logging.getLogger("baton.live")
+
+RECONNECTED = "__baton_reconnected__"
+BACKOFF_START = 0.1
+BACKOFF_MAX = 5.0
+
+
+class PostgresBackend(BroadcastBackend):
+    """LISTEN/NOTIFY on a dedicated connection; NOTIFY on a second one, one at a time."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._channels: set[str] = set()
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._listen: asyncpg.Connection | None = None
+        self._publish: asyncpg.Connection | None = None
+        self._publish_lock = asyncio.Lock()
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def connect(self) -> None:
+        self._listen = await self._open_listener()
+
+    async def _open_listener(self) -> asyncpg.Connection:
+        conn = await asyncpg.connect(self._url)
+        conn.add_termination_listener(self._on_terminated)
+        for channel in self._channels:
+            await conn.add_listener(channel, self._on_notify)
+        return conn
+
+    def _on_terminated(self, conn: asyncpg.Connection) -> None:
+        if not self._closed and (self._reconnecting is None or self._reconnecting.done()):
+            log.warning("broadcast: lost the PostgreSQL LISTEN connection; reconnecting")
+            self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        delay = BACKOFF_START
+        while not self._closed:
+            try:
+                self._listen = await self._open_listener()
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.info("broadcast: PostgreSQL not back yet (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+                continue
+            log.warning("broadcast: PostgreSQL LISTEN connection re-established")
+            for channel in self._channels:
+                self._queue.put_nowait(Event(channel, RECONNECTED))
+            return
+
+    async def disconnect(self) -> None:
+        self._closed = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        for conn in (self._listen, self._publish):
+            if conn is not None and not conn.is_closed():
+                with contextlib.suppress(Exception):
+                    await conn.close(timeout=2)
+
+    async def subscribe(self, channel: str) -> None:
+        self._channels.add(channel)
+        if self._listen is not None and not self._listen.is_closed():
+            await self._listen.add_listener(channel, self._on_notify)
+
+    async def unsubscribe(self, channel: str) -> None:
+        self._channels.discard(channel)
+        if self._listen is not None and not self._listen.is_closed():
+            await self._listen.remove_listener(channel, self._on_notify)
+
+    async def publish(self, channel: str, message: Any) -> None:
+        async with self._publish_lock:
+            if self._publish is None or self._publish.is_closed():
+                self._publish = await asyncpg.connect(self._url)
+            try:
+                await self._publish.execute("SELECT pg_notify($1, $2)", channel, str(message))
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                with contextlib.suppress(Exception):
+                    self._publish.terminate()
+                self._publish = None
+                raise
+
+    def _on_notify(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self._queue.put_nowait(Event(channel, payload))
+
+    async def next_published(self) -> Event:
+        return await self._queue.get()
+
+
+class RedisBackend(BroadcastBackend):
+    """Redis pub/sub with a listener that resubscribes after the connection drops."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._client = aioredis.Redis.from_url(url)
+        self._channels: set[str] = set()
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._changed = asyncio.Event()
+        self._listener: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        await self._client.ping()
+        self._listener = asyncio.create_task(self._listen())
+
+    async def disconnect(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+        await self._client.aclose()
+
+    async def subscribe(self, channel: str) -> None:
+        self._channels.add(channel)
+        self._changed.set()
+
+    async def unsubscribe(self, channel: str) -> None:
+        self._channels.discard(channel)
+        self._changed.set()
+
+    async def publish(self, channel: str, message: Any) -> None:
+        await self._client.publish(channel, str(message))
+
+    async def next_published(self) -> Event:
+        return await self._queue.get()
+
+    async def _listen(self) -> None:
+        delay = BACKOFF_START
+        first = True
+        while True:
+            if not self._channels:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            pubsub = self._client.pubsub()
+            try:
+                # Subscribe first, then listen: the order broadcaster gets wrong.
+                subscribed = set(self._channels)
+                await pubsub.subscribe(*subscribed)
+                if not first:
+                    log.warning("broadcast: Redis subscription re-established")
+                    for channel in subscribed:
+                        self._queue.put_nowait(Event(channel, RECONNECTED))
+                first, delay = False, BACKOFF_START
+                self._changed.clear()
+                while subscribed == self._channels:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message["type"] == "message":
+                        self._queue.put_nowait(
+                            Event(message["channel"].decode(), message["data"].decode())
+                        )
+            except (RedisError, OSError) as exc:
+                log.warning("broadcast: Redis connection lost (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+
+
+def make_backend(url: str) -> BroadcastBackend:
+    scheme = urlsplit(url).scheme
+    if scheme in ("postgres", "postgresql"):
+        return PostgresBackend(url)
+    if scheme in ("redis", "rediss"):
+        return RedisBackend(url)
+    if scheme == "memory":
+        return MemoryBackend(url)
+    raise ValueError(f"unsupported BATON_BROADCAST_URL scheme {scheme!r}")

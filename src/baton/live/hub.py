@@ -1,0 +1,220 @@
+"""One reader of the event log per process, fanning new events out to its subscribers.
+
+The event log is the source of truth; broadcaster only wakes readers up, carrying an event id.
+On a wake-up (or every `poll_interval`, in case a wake-up was lost) the hub reads the events
+after its position once, in id order, and hands each to every subscriber's queue. Event ids
+follow commit order (see `baton.store.tasks`), so "after id N" never skips a committed event.
+
+A subscriber with a cursor replays from the log first and then takes live events, skipping any
+id it has already sent; one that falls too far behind is switched back to reading the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from broadcaster import Broadcast
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from baton.access.principals import Principal
+from baton.live.filters import EventFilter
+from baton.metrics import DELIVERY_LAG, EVENTS_DELIVERED, LIVE_SUBSCRIPTIONS
+from baton.store.records import EventRecord
+from baton.store.tasks import EVENTS, TASKS
+
+log = logging.getLogger("baton.live")
+
+CHANNEL = "baton_task_events"
+BATCH = 500
+QUEUE_LIMIT = 10_000
+
+
+@dataclass(eq=False)
+class Subscriber:
+    queue: asyncio.Queue[EventRecord] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=QUEUE_LIMIT)
+    )
+    overflowed: bool = False
+
+    def offer(self, event: EventRecord) -> None:
+        if self.overflowed:
+            return
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            # Too slow to keep up: drop the backlog; the stream re-reads the log from its cursor.
+            self.overflowed = True
+            self.queue = asyncio.Queue(maxsize=QUEUE_LIMIT)
+
+
+class EventHub:
+    def __init__(
+        self, engine: AsyncEngine, broadcast: Broadcast, *, poll_interval: float = 1.0
+    ) -> None:
+        self.engine = engine
+        self.broadcast = broadcast
+        self.poll_interval = poll_interval
+        self.position = 0
+        self._subscribers: set[Subscriber] = set()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._caught_up = asyncio.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        async with self.engine.connect() as conn:
+            latest = (await conn.execute(select(func.max(EVENTS.c.id)))).scalar()
+        self.position = int(latest or 0)
+        await self.broadcast.connect()
+        self._tasks = [
+            asyncio.create_task(self._listen(), name="baton-hub-listen"),
+            asyncio.create_task(self._read(), name="baton-hub-read"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await self.broadcast.disconnect()
+
+    async def publish(self, event_id: int) -> None:
+        """Tell every process (this one too) that events up to `event_id` are committed."""
+        self._wake.set()
+        try:
+            await self.broadcast.publish(CHANNEL, str(event_id))
+        except Exception as exc:  # the broker being down must not fail a committed move
+            log.warning("broadcast: publish failed (%s); readers will poll", exc)
+
+    async def _listen(self) -> None:
+        delay = 0.1
+        while True:
+            try:
+                async with self.broadcast.subscribe(CHANNEL) as subscriber:
+                    delay = 0.1
+                    while True:
+                        await subscriber.get()
+                        self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("broadcast: listener failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _read(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+            self._wake.clear()
+            try:
+                await self._read_new()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("event hub: reading the log failed (%s); retrying", exc)
+                await asyncio.sleep(min(self.poll_interval, 1.0))
+                self._wake.set()
+
+    async def _read_new(self) -> None:
+        while True:
+            events = await self.read_after(self.position, BATCH)
+            if not events:
+                return
+            subscribers = list(self._subscribers)
+            for event in events:
+                for subscriber in subscribers:
+                    subscriber.offer(event)
+            self.position = events[-1].id
+            if len(events) < BATCH:
+                return
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def read_after(
+        self,
+        cursor: int,
+        limit: int,
+        *,
+        principal: Principal | None = None,
+        where: EventFilter | None = None,
+    ) -> list[EventRecord]:
+        statement = select(EVENTS).where(EVENTS.c.id > cursor)
+        if principal is not None and where is not None:
+            statement = (
+                select(EVENTS)
+                .join(TASKS, TASKS.c.id == EVENTS.c.task_id)
+                .where(EVENTS.c.id > cursor, where.where(principal))
+            )
+        statement = statement.order_by(EVENTS.c.id).limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(statement)).mappings()
+            return [EventRecord.from_mapping(r) for r in rows]
+
+    async def last_event_of(self, task_id: str) -> int:
+        async with self.engine.connect() as conn:
+            latest = await conn.execute(
+                select(func.max(EVENTS.c.id)).where(EVENTS.c.task_id == task_id)
+            )
+            return int(latest.scalar() or 0)
+
+    # --- streams --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _subscribed(self) -> AsyncIterator[Subscriber]:
+        subscriber = Subscriber()
+        self._subscribers.add(subscriber)
+        LIVE_SUBSCRIPTIONS.inc()
+        try:
+            yield subscriber
+        finally:
+            self._subscribers.discard(subscriber)
+            LIVE_SUBSCRIPTIONS.dec()
+
+    async def stream(
+        self,
+        principal: Principal,
+        where: EventFilter,
+        after: int | None = None,
+    ) -> AsyncIterator[EventRecord]:
+        """Matching events in id order: those after `after` from the log, then live ones."""
+        async with self._subscribed() as subscriber:
+            # Registered before reading, so nothing committed from here on can be missed.
+            cursor = self.position if after is None else after
+            replaying = after is not None
+            while True:
+                if replaying or subscriber.overflowed:
+                    subscriber.overflowed = False
+                    replaying = False
+                    while True:
+                        backlog = await self.read_after(
+                            cursor, BATCH, principal=principal, where=where
+                        )
+                        for event in backlog:
+                            cursor = event.id
+                            yield self._sent(event)
+                        if len(backlog) < BATCH:
+                            break
+                    continue
+                event = await subscriber.queue.get()
+                if event.id <= cursor:
+                    continue
+                cursor = event.id
+                if where.matches(event, principal):
+                    yield self._sent(event)
+
+    @staticmethod
+    def _sent(event: EventRecord) -> EventRecord:
+        EVENTS_DELIVERED.inc()
+        # `at` is the writing transaction's timestamp, a hair before its commit.
+        DELIVERY_LAG.observe(max(0.0, (datetime.now(UTC) - event.at).total_seconds()))
+        return event
