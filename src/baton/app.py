@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from broadcaster import Broadcast
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -16,12 +20,15 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLRequestData
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionInitMessage
+from strawberry.types import ExecutionResult
 from strawberry.types.unset import UnsetType
 
 from baton.access.principals import Principal
@@ -104,6 +111,50 @@ class BatonGraphQL(GraphQL[Context, None]):
         assert principal is not None, "RequireToken lets no request through without one"
         return Context(principal, rt.service, rt.hub)
 
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        # Strawberry answers a malformed request with plain text; Baton keeps its error shape.
+        try:
+            response = await self.run(Request(scope, receive))
+        except HTTPException as exc:
+            body = {"errors": [{"message": exc.reason, "extensions": {"code": "invalid_input"}}]}
+            response = JSONResponse(body, status_code=exc.status_code)
+        await response(scope, receive, send)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Decode an HTTP body or a WebSocket message. Whatever cannot be served is raised as
+        JSONDecodeError, which Strawberry answers with 400 on HTTP and 4400 on a socket."""
+        try:
+            decoded = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # bad JSON, bad encoding, absurd nesting
+            raise json.JSONDecodeError("the request body is not valid JSON", "", 0) from exc
+        if not isinstance(decoded, dict | list):
+            raise json.JSONDecodeError("the request body must be a JSON object", "", 0)
+        return decoded
+
+    def parse_json(self, data: str | bytes) -> Any:
+        try:
+            return self.decode_json(data)
+        except json.JSONDecodeError as exc:
+            raise HTTPException(400, exc.msg) from exc
+
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Response,
+        context: Context,
+        root_value: None,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        if _is_subscription(request_data.query, request_data.operation_name):
+            raise HTTPException(400, "subscriptions need a WebSocket (graphql-transport-ws)")
+        return await super().execute_single(
+            request, request_adapter, sub_response, context, root_value, request_data
+        )
+
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
         params = context.connection_params or {}
         raw = params.get("authorization") or params.get("Authorization")
@@ -112,6 +163,17 @@ class BatonGraphQL(GraphQL[Context, None]):
             raise ConnectionRejectionError({"message": "a valid bearer token is required"})
         context.caller = principal
         return None
+
+
+def _is_subscription(query: str | None, operation_name: str | None) -> bool:
+    """Whether the operation to run is a subscription (parsed only when the word appears)."""
+    if not query or "subscription" not in query:
+        return False
+    try:
+        operation = get_operation_ast(parse(query), operation_name)
+    except GraphQLError:
+        return False  # execution reports the syntax error itself
+    return operation is not None and operation.operation is OperationType.SUBSCRIPTION
 
 
 def create_app(settings: Settings | None = None, *, run_migrations: bool = True) -> Starlette:

@@ -245,7 +245,12 @@ class TaskService(TaskReader):
                 events = await self._apply(conn, principal, name, task, args)
             if events:
                 return await self._committed(Outcome(events[-1].task, events))
-        raise VersionConflict(expected_version or task.version, task.version + 1)
+        raise await self._kept_changing(principal, task)
+
+    async def _kept_changing(self, principal: Principal, seen: TaskRecord) -> VersionConflict:
+        """Every retry lost a race: report the version last read against the current one."""
+        current = await self.get(principal, seen.id)
+        return VersionConflict(seen.version, current.version)
 
     async def _checked(
         self,
@@ -350,7 +355,7 @@ class TaskService(TaskReader):
                 event = await store.save_checkpoint(conn, task, checkpoint, actor=principal.handle)
             if event is not None:
                 return await self._committed(Outcome(event.task, [event]))
-        raise VersionConflict(expected_version or task.version, task.version + 1)
+        raise await self._kept_changing(principal, task)
 
     # --- gate rules -----------------------------------------------------------------------
 

@@ -8,9 +8,11 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
 from strawberry.tools import create_type
+from strawberry.types import ExecutionContext
 
 from baton.api.mutations import ALL_FIELDS
 from baton.api.queries import Query
+from baton.api.storable import StorableStrings
 from baton.api.subscriptions import Subscription
 from baton.errors import BatonError
 
@@ -49,9 +51,18 @@ class ErrorCodes(MaskErrors):
         return error
 
 
+class BatonSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        # Strawberry logs every error with a traceback, expected ones too; ErrorCodes already
+        # logs the unexpected ones, so this stays quiet.
+        return
+
+
 Mutation = create_type("Mutation", ALL_FIELDS)
 
-schema = strawberry.Schema(
+schema = BatonSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
@@ -59,6 +70,7 @@ schema = strawberry.Schema(
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
         lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+        StorableStrings,
         ErrorCodes,
     ],
 )

@@ -208,8 +208,11 @@ class Task:
         return cast(JSON, protocol_object(self.record))
 
 
+MAX_EVENT_ID = 2**63 - 1  # bigint
+
+
 def parse_event_cursor(cursor: str) -> int:
-    if not cursor.isdigit() or len(cursor) > 19:
+    if not (cursor.isascii() and cursor.isdigit()) or int(cursor[:20]) > MAX_EVENT_ID:
         raise InvalidInput("after", "is not an event cursor")
     return int(cursor)
 

@@ -11,7 +11,7 @@ import base64
 import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from baton.access.principals import Principal, PrincipalKind
 from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, WaitingOn
+from baton.protocol.task_object import check_task_id
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.tables import TaskEventRow, TaskRow
 
@@ -244,7 +245,7 @@ class TaskQuery:
         if self.deliverable_types:
             clauses.append(c.deliverable_type.in_(list(self.deliverable_types)))
         if self.updated_after is not None:
-            clauses.append(c.updated_at > self.updated_after)
+            clauses.append(c.updated_at > storable_time(self.updated_after, "filter.updatedAfter"))
         if self.ids is not None:
             clauses.append(c.id.in_(list(self.ids)) if self.ids else false())
         return and_(*clauses)
@@ -255,10 +256,19 @@ def encode_cursor(task: TaskRecord) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
+def storable_time(when: datetime, field: str) -> datetime:
+    """`when` in UTC (naive means UTC), or InvalidInput when it falls off the calendar."""
+    try:
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInput(field, "is outside the supported date range") from exc
+
+
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         when, task_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-        return datetime.fromisoformat(when), task_id
+        check_task_id(task_id, "after")
+        return storable_time(datetime.fromisoformat(when), "after"), task_id
     except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidInput("after", "is not a cursor this server issued") from exc
 

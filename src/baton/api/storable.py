@@ -1,0 +1,61 @@
+"""Refuse strings PostgreSQL cannot store before an operation runs.
+
+A NUL character or a lone surrogate is valid JSON, and GraphQL lets a string literal spell NUL
+as an escape, but either fails deep inside the database driver. Checking the variables and the
+query text once, before validation, makes them an `invalid_input` error for every argument of
+every operation, over HTTP and WebSocket alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
+
+_NUL_ESCAPE = re.compile(r"\\u(?:0000|\{0+\})", re.IGNORECASE)
+MAX_DEPTH = 64
+
+
+def unstorable(value: object, path: str = "", depth: int = 0) -> str | None:
+    """Why `value` (decoded JSON) cannot be stored, naming where, or None."""
+    where = f" (at {path})" if path else ""
+    if depth > MAX_DEPTH:
+        return f"input nested too deeply{where}"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"strings may not contain the NUL character{where}"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"strings must be valid Unicode, with no lone surrogates{where}"
+        return None
+    children: Iterable[tuple[str, object]]
+    if isinstance(value, dict):
+        keys = [(f"{path}.{k}" if path else str(k), k) for k in value]
+        values = [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+        children = [*keys, *values]
+    elif isinstance(value, list):
+        children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        return None
+    for child_path, child in children:
+        reason = unstorable(child, child_path, depth + 1)
+        if reason is not None:
+            return reason
+    return None
+
+
+class StorableStrings(SchemaExtension):
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        reason = unstorable(context.variables, "variables") or unstorable(context.query, "query")
+        if reason is None and context.query and _NUL_ESCAPE.search(context.query):
+            reason = "strings may not contain the NUL character (at query)"
+        if reason is not None:
+            # Set before validation runs, this answers the operation with the error instead.
+            context.pre_execution_errors = [
+                GraphQLError(reason, extensions={"code": "invalid_input"})
+            ]
+        yield
