@@ -64,7 +64,8 @@ class EventHub:
         self._subscribers: set[Subscriber] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._caught_up = asyncio.Event()
+        self._announce = asyncio.Event()
+        self._newest_committed = 0
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -76,6 +77,7 @@ class EventHub:
         self._tasks = [
             asyncio.create_task(self._listen(), name="baton-hub-listen"),
             asyncio.create_task(self._read(), name="baton-hub-read"),
+            asyncio.create_task(self._announcer(), name="baton-hub-announce"),
         ]
 
     async def stop(self) -> None:
@@ -88,12 +90,27 @@ class EventHub:
             await self.broadcast.disconnect()
 
     async def publish(self, event_id: int) -> None:
-        """Tell every process (this one too) that events up to `event_id` are committed."""
+        """Tell every process (this one too) that events up to `event_id` are committed.
+
+        Returns at once: this process's reader is woken directly, and one background task
+        sends the newest id to the others, so concurrent commits share one message and a
+        slow or absent broker never delays a mutation's answer.
+        """
         self._wake.set()
-        try:
-            await self.broadcast.publish(CHANNEL, str(event_id))
-        except Exception as exc:  # the broker being down must not fail a committed move
-            log.warning("broadcast: publish failed (%s); readers will poll", exc)
+        self._newest_committed = max(self._newest_committed, event_id)
+        self._announce.set()
+
+    async def _announcer(self) -> None:
+        while True:
+            await self._announce.wait()
+            self._announce.clear()
+            try:
+                await self.broadcast.publish(CHANNEL, str(self._newest_committed))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker being down must not fail a committed move
+                log.warning("broadcast: publish failed (%s); readers will poll", exc)
+                await asyncio.sleep(0.1)
 
     async def _listen(self) -> None:
         delay = 0.1
