@@ -86,7 +86,7 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _send_json(send, 413, _error("request body too large", "payload_too_large"), [])
+            await self._refuse(send)
             return
         # Read the body here (it is small by now) so a body without a length is bounded too.
         chunks: list[bytes] = []
@@ -99,9 +99,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                await _send_json(
-                    send, 413, _error("request body too large", "payload_too_large"), []
-                )
+                await self._refuse(send)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -116,6 +114,10 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        message = f"request body over {self.limit} bytes"
+        await _send_json(send, 413, _error(message, "payload_too_large"), [])
 
 
 class RequireToken:
