@@ -114,7 +114,7 @@ class World:
     async def decide(self, decision: GateDecision | None) -> None:
         """Make the assignee owner's gate answer `decision` for this world (None: default)."""
         if decision is not None:
-            rule = await self.service.set_gate_rule(
+            rule = await self.service.rules.set(
                 owner(self.asg_owner),
                 owner=None,
                 requester=self.requester,
@@ -126,7 +126,7 @@ class World:
             )
             self._rule_id = rule.id
         elif self._rule_id is not None:
-            await self.service.delete_gate_rule(owner(self.asg_owner), self._rule_id)
+            await self.service.rules.delete(owner(self.asg_owner), self._rule_id)
             self._rule_id = None
 
     async def move(self, task: TaskRecord, name: MoveName, **args: Any) -> TaskRecord:

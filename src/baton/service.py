@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from baton.access.gate import DECISION_MOVES, GateDecision, GateRule, check_rule_globs, decide
+from baton.access.gate import DECISION_MOVES, GateDecision, decide
 from baton.access.principals import Principal, PrincipalKind
 from baton.errors import (
     DuplicateTask,
@@ -27,6 +26,7 @@ from baton.errors import (
     NotFound,
     VersionConflict,
 )
+from baton.gate_rules import GateRules, rules_of
 from baton.protocol import task_object
 from baton.protocol.handoff import (
     CHECKPOINT_STATES,
@@ -44,7 +44,6 @@ from baton.protocol.handoff import (
 from baton.protocol.task_object import DeliverableType
 from baton.store import tasks as store
 from baton.store.records import EventRecord, TaskRecord
-from baton.store.tables import GateRuleRow
 
 MAX_REASON = 2000
 # How often a move is retried when another change to the task commits between read and write.
@@ -136,6 +135,7 @@ Publish = Callable[[int], Awaitable[None]]
 class TaskService(TaskReader):
     def __init__(self, engine: AsyncEngine, *, on_commit: Publish | None = None) -> None:
         super().__init__(engine)
+        self.rules = GateRules(engine)
         # Told the newest event id after every commit that appended events (live wake-ups).
         self.on_commit = on_commit
 
@@ -218,7 +218,7 @@ class TaskService(TaskReader):
 
     async def _gate(self, conn: AsyncConnection, h: HandOff) -> GateDecision:
         owner = h.assignee.split("/", 1)[0]
-        rules = await self._rules(conn, owner)
+        rules = await rules_of(conn, owner)
         return decide(
             rules,
             requester=h.requester,
@@ -357,72 +357,6 @@ class TaskService(TaskReader):
                 return await self._committed(Outcome(event.task, [event]))
         raise await self._kept_changing(principal, task)
 
-    # --- gate rules -----------------------------------------------------------------------
-
-    async def _rules(self, conn: AsyncConnection, owner: str) -> list[GateRule]:
-        rows = await conn.execute(
-            select(GateRuleRow).where(GateRuleRow.owner == owner)  # type: ignore[arg-type]
-        )
-        return [_rule(r) for r in rows.mappings()]
-
-    async def gate_rules(self, principal: Principal, owner: str | None) -> list[GateRule]:
-        owner = _rule_owner(principal, owner)
-        async with self.engine.connect() as conn:
-            rules = await self._rules(conn, owner)
-        return sorted(rules, key=lambda r: (-r.priority, r.id))
-
-    async def set_gate_rule(
-        self,
-        principal: Principal,
-        *,
-        owner: str | None,
-        requester: str,
-        project: str,
-        deliverable_types: Sequence[DeliverableType],
-        decision: GateDecision,
-        priority: int,
-        rule_id: int | None = None,
-    ) -> GateRule:
-        owner = _rule_owner(principal, owner)
-        check_rule_globs(requester, project)
-        values = {
-            "owner": owner,
-            "requester": requester,
-            "project": project,
-            "deliverable_types": sorted({d.value for d in deliverable_types}),
-            "decision": decision.value,
-            "priority": priority,
-        }
-        table = GateRuleRow.__table__  # type: ignore[attr-defined]  # set by SQLModel
-        async with self.engine.begin() as conn:
-            if rule_id is None:
-                statement = insert(table).values(**values).returning(table)
-            else:
-                await self._owned_rule(conn, principal, rule_id)
-                statement = (
-                    table.update().where(table.c.id == rule_id).values(**values).returning(table)
-                )
-            row = (await conn.execute(statement)).mappings().one()
-        return _rule(row)
-
-    async def delete_gate_rule(self, principal: Principal, rule_id: int) -> GateRule:
-        table = GateRuleRow.__table__  # type: ignore[attr-defined]  # set by SQLModel
-        async with self.engine.begin() as conn:
-            rule = await self._owned_rule(conn, principal, rule_id)
-            await conn.execute(delete(table).where(table.c.id == rule_id))
-        return rule
-
-    async def _owned_rule(
-        self, conn: AsyncConnection, principal: Principal, rule_id: int
-    ) -> GateRule:
-        table = GateRuleRow.__table__  # type: ignore[attr-defined]  # set by SQLModel
-        row = (await conn.execute(select(table).where(table.c.id == rule_id))).mappings().first()
-        if row is None or not (principal.is_admin or principal.owner == row["owner"]):
-            raise NotFound("gate rule", str(rule_id))
-        if principal.kind is PrincipalKind.AGENT:
-            raise Forbidden("agents cannot manage gate rules")
-        return _rule(row)
-
 
 def _may(principal: Principal, move: Any, task: TaskRecord) -> bool:
     return move is not None and principal.may_act_as(
@@ -438,28 +372,3 @@ def _check_args(name: MoveName, args: MoveArgs) -> None:
         raise InvalidInput("reason", "this move needs a reason")
     if args.reason is not None and len(args.reason) > MAX_REASON:
         raise InvalidInput("reason", f"must be at most {MAX_REASON} characters")
-
-
-def _rule_owner(principal: Principal, owner: str | None) -> str:
-    if principal.is_admin:
-        if owner is None:
-            raise InvalidInput("owner", "admin must name the owner whose rules these are")
-        task_object.check_string(owner, task_object.OWNER_PATTERN, "owner", "an owner handle")
-        return owner
-    if principal.kind is not PrincipalKind.OWNER:
-        raise Forbidden("agents cannot manage gate rules")
-    if owner is not None and owner != principal.handle:
-        raise Forbidden("an owner manages only its own gate rules")
-    return principal.handle
-
-
-def _rule(row: Any) -> GateRule:
-    return GateRule(
-        id=row["id"],
-        owner=row["owner"],
-        requester=row["requester"],
-        project=row["project"],
-        deliverable_types=tuple(DeliverableType(d) for d in row["deliverable_types"]),
-        decision=GateDecision(row["decision"]),
-        priority=row["priority"],
-    )

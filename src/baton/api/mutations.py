@@ -251,7 +251,7 @@ def _rule_id(raw: strawberry.ID) -> int:
 )
 async def set_gate_rule(info: Info[Context, None], input: SetGateRuleInput) -> GateRuleResult:
     async def run() -> GateRuleSuccess:
-        rule = await info.context.service.set_gate_rule(
+        rule = await info.context.service.rules.set(
             info.context.principal,
             owner=input.owner,
             requester=input.requester,
@@ -271,9 +271,7 @@ async def delete_gate_rule(
     info: Info[Context, None], input: DeleteGateRuleInput
 ) -> DeleteGateRuleResult:
     async def run() -> DeleteGateRuleSuccess:
-        rule = await info.context.service.delete_gate_rule(
-            info.context.principal, _rule_id(input.id)
-        )
+        rule = await info.context.service.rules.delete(info.context.principal, _rule_id(input.id))
         return DeleteGateRuleSuccess(rule=GateRuleType.of(rule))
 
     return await _expected("deleteGateRule", run())

@@ -143,5 +143,5 @@ class Query:
     async def gate_rules(
         self, info: Info[Context, None], owner: str | None = None
     ) -> list[GateRuleType]:
-        rules = await info.context.service.gate_rules(info.context.principal, owner)
+        rules = await info.context.service.rules.list(info.context.principal, owner)
         return [GateRuleType.of(r) for r in rules]
