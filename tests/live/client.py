@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.helpers import PACKET_INPUT
+
 TRANSPORT_WS = "graphql-transport-ws"
 LEGACY_WS = "graphql-ws"
 PROTOCOLS = (TRANSPORT_WS, LEGACY_WS)
@@ -110,6 +112,22 @@ mutation($project: String!, $requester: String!, $assignee: String!, $packet: Pa
   }
 }
 """
+
+
+async def hand_off_via(
+    client: HTTPClient, project: str, requester: str, assignee: str, **extra: Any
+) -> dict[str, Any]:
+    """`handOff` with the standard packet; the union member it answered."""
+    data = await client(
+        HAND_OFF,
+        project=project,
+        requester=requester,
+        assignee=assignee,
+        packet=PACKET_INPUT,
+        **extra,
+    )
+    return data["handOff"]  # type: ignore[no-any-return]
+
 
 EVENT_FIELDS = "id kind taskId move fromState toState actor task { id state version }"
 

@@ -10,8 +10,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.access.gate import GateDecision
-from tests.helpers import PACKET_INPUT, World
-from tests.live.client import HAND_OFF, TASK_EVENTS, HTTPClient, WSClient, move_mutation
+from tests.helpers import World
+from tests.live.client import TASK_EVENTS, HTTPClient, WSClient, hand_off_via, move_mutation
 from tests.live.conftest import OpenHTTP, OpenWS
 
 WRITERS = 8
@@ -30,15 +30,7 @@ async def writer(client: HTTPClient, world: World, deadline: float) -> int:
     """Hand off tasks and move them until the deadline; returns how many moves committed."""
     committed = 0
     while time.monotonic() < deadline:
-        answer = (
-            await client(
-                HAND_OFF,
-                project=world.project,
-                requester=world.requester,
-                assignee=world.assignee,
-                packet=PACKET_INPUT,
-            )
-        )["handOff"]
+        answer = await hand_off_via(client, world.project, world.requester, world.assignee)
         task_id = answer["task"]["id"]
         committed += len(answer["events"])
         for name, extra in CYCLE:

@@ -20,8 +20,8 @@ from baton.access.tokens import create_token
 from baton.store import migrate
 from baton.store.db import create_engine
 from baton.store.embedded import create_database, start_embedded, stop_embedded
-from tests.helpers import PACKET_INPUT, agent
-from tests.live.client import HAND_OFF, TASK_EVENTS, HTTPClient, WSClient, move_mutation
+from tests.helpers import agent
+from tests.live.client import TASK_EVENTS, HTTPClient, WSClient, hand_off_via, move_mutation
 from tests.live.cluster import (
     REDIS_SERVER,
     Cluster,
@@ -90,15 +90,9 @@ class Scenario:
         deadline = time.monotonic() + retry_for
         while True:
             try:
-                answer = (
-                    await self.writer(
-                        HAND_OFF,
-                        project=self.project,
-                        requester=self.requester,
-                        assignee=self.assignee,
-                        packet=PACKET_INPUT,
-                    )
-                )["handOff"]
+                answer = await hand_off_via(
+                    self.writer, self.project, self.requester, self.assignee
+                )
                 break
             except (AssertionError, OSError):
                 if time.monotonic() > deadline:

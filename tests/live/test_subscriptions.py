@@ -11,14 +11,14 @@ from websockets.exceptions import ConnectionClosed
 
 from baton.access.gate import GateDecision
 from tests.conftest import LiveServer
-from tests.helpers import PACKET_INPUT, RESULT_INPUT, World
+from tests.helpers import RESULT_INPUT, World
 from tests.live.client import (
-    HAND_OFF,
     PROTOCOLS,
     TASK_EVENTS,
     HTTPClient,
     SubscriptionError,
     WSClient,
+    hand_off_via,
     move_mutation,
 )
 from tests.live.conftest import OpenHTTP, OpenWS
@@ -27,15 +27,7 @@ from tests.live.conftest import OpenHTTP, OpenWS
 async def hand_off(client: HTTPClient, world: World, **extra: Any) -> dict[str, Any]:
     """Hand off in `world`, whose assignee owner's gate allows it."""
     await world.decide(GateDecision.ALLOW)
-    data = await client(
-        HAND_OFF,
-        project=world.project,
-        requester=world.requester,
-        assignee=world.assignee,
-        packet=PACKET_INPUT,
-        **extra,
-    )
-    answer = data["handOff"]
+    answer = await hand_off_via(client, world.project, world.requester, world.assignee, **extra)
     assert answer["__typename"] == "HandOffSuccess", answer
     return answer  # type: ignore[no-any-return]
 
