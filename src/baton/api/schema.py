@@ -10,6 +10,7 @@ from strawberry.extensions import MaskErrors, MaxAliasesLimiter, MaxTokensLimite
 from strawberry.tools import create_type
 from strawberry.types import ExecutionContext
 
+from baton.api.execution import PerEventMemoExecutionContext
 from baton.api.mutations import ALL_FIELDS
 from baton.api.queries import Query
 from baton.api.storable import StorableStrings
@@ -66,6 +67,7 @@ schema = BatonSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
+    execution_context_class=PerEventMemoExecutionContext,
     extensions=[
         lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
         lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
