@@ -1,0 +1,1 @@
+"""Benchmarks for Baton; see bench/README.md."""
