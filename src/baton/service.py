@@ -29,6 +29,7 @@ from baton.errors import (
 from baton.gate_rules import GateRules, rules_of
 from baton.protocol import task_object
 from baton.protocol.handoff import (
+    AFTER_VERIFYING,
     CHECKPOINT_STATES,
     HANDOFF,
     REQUIRES_REASON,
@@ -48,13 +49,6 @@ from baton.store.records import EventRecord, TaskRecord
 MAX_REASON = 2000
 # How often a move is retried when another change to the task commits between read and write.
 RACE_RETRIES = 3
-
-# What a passing result leads to, per verification mode (REVIEW waits for the verifier).
-AFTER_VERIFYING: dict[Verification, MoveName | None] = {
-    Verification.AUTO: MoveName.COMPLETE,
-    Verification.SIGN_OFF: MoveName.REQUEST_SIGN_OFF,
-    Verification.REVIEW: None,
-}
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,14 @@ from baton.api.types import GateRuleType, Task, TaskEvent
 from baton.errors import BatonError, InvalidInput
 from baton.metrics import MOVES
 from baton.protocol.handoff import (
+    AFTER_VERIFYING,
     HANDOFF,
     REQUIRES_REASON,
     SETS_WAITING_ON,
     MoveName,
-    Verification,
+    TaskState,
     WaitingOn,
+    check_move,
 )
 from baton.service import HandOff, MoveArgs, Outcome
 
@@ -154,14 +156,12 @@ def _describe(name: MoveName) -> str:
     actor = next(m.actor for m in HANDOFF.moves if m.name is name).value.replace("_", " ")
     text = f"{pairs} (who: {actor})."
     if name is MoveName.SUBMIT_RESULT:
-        text += " " + " ".join(
-            f"{mode.value}: {after}."
-            for mode, after in (
-                (Verification.AUTO, "verifying → completed in the same call"),
-                (Verification.REVIEW, "rests in verifying for the requester"),
-                (Verification.SIGN_OFF, "verifying → approval in the same call"),
-            )
-        )
+        for mode, follow in AFTER_VERIFYING.items():
+            if follow is None:
+                text += f" {mode.value}: rests in verifying for the requester."
+            else:
+                then = check_move(TaskState.verifying, None, follow).target.value
+                text += f" {mode.value}: then verifying → {then} in the same call."
     return text
 
 

@@ -70,10 +70,6 @@ def lifecycle(machine: Machine[Any, Any, Any]) -> Lifecycle:
     )
 
 
-def protocol_description() -> str:
-    return "The state machines as data, from the same table the server enforces."
-
-
 @strawberry.type(description="Baton's lifecycles.")
 class Protocol:
     @strawberry.field(description="The handoff protocol: 10 states, 22 moves.")

@@ -8,7 +8,7 @@ from strawberry.types import Info
 from baton.api.context import Context
 from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
-from baton.api.protocol import Protocol, protocol_description
+from baton.api.protocol import Protocol
 from baton.api.types import (
     GateRuleType,
     PageInfo,
@@ -127,7 +127,9 @@ class Query:
             unresolved=graph.unresolved,
         )
 
-    @strawberry.field(description=protocol_description())
+    @strawberry.field(
+        description="The state machines as data, from the same table the server enforces."
+    )
     def protocol(self) -> Protocol:
         return Protocol()
 

@@ -172,6 +172,14 @@ CHECKPOINT_STATES: frozenset[TaskState] = frozenset({S.accepted, S.working, S.wa
 # Moves that must say why.
 REQUIRES_REASON: frozenset[MoveName] = frozenset({M.SEND_BACK, M.REQUEST_CHANGES})
 
+# What a passing result leads to in the same call, per verification mode: AUTO is the seed's
+# "today" (evidence of the required shape completes the task); REVIEW rests in `verifying`.
+AFTER_VERIFYING: dict[Verification, MoveName | None] = {
+    Verification.AUTO: M.COMPLETE,
+    Verification.SIGN_OFF: M.REQUEST_SIGN_OFF,
+    Verification.REVIEW: None,
+}
+
 MUTATIONS: dict[MoveName, str] = {m.name: m.mutation for m in MOVES}
 
 

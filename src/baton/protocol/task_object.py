@@ -172,11 +172,3 @@ def check_handle(value: str, field: str) -> None:
 
 def check_project(value: str, field: str = "project") -> None:
     check_string(value, PROJECT_PATTERN, field, "a project name")
-
-
-def validate_task_object(obj: Mapping[str, Any]) -> list[str]:
-    """Every schema violation of a whole task object, as readable lines (empty when valid)."""
-    return [
-        f"{field_path('', list(e.absolute_path)) or '$'}: {e.message}"
-        for e in _validator("task").iter_errors(obj)
-    ]

@@ -113,11 +113,6 @@ async def load(conn: AsyncConnection, task_id: str) -> TaskRecord | None:
     return TaskRecord.from_mapping(row) if row is not None else None
 
 
-async def load_many(conn: AsyncConnection, ids: Sequence[str]) -> list[TaskRecord]:
-    rows = (await conn.execute(select(TASKS).where(TASKS.c.id.in_(list(ids))))).mappings()
-    return [TaskRecord.from_mapping(r) for r in rows]
-
-
 @dataclass(frozen=True)
 class NewTask:
     id: str
