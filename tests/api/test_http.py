@@ -60,3 +60,13 @@ async def test_metrics_count_requests_and_move_outcomes(live_server: LiveServer)
     )
     assert float(samples['baton_moves_total{mutation="handOff",outcome="ok"}']) >= 1
     assert float(samples['baton_http_requests_total{path="/graphql",status="200"}']) >= 1
+
+
+async def test_graphiql_is_served_to_a_browser_without_a_token(live_server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        page = await client.get("/graphql", headers={"Accept": "text/html"})
+        assert page.status_code == 200
+        assert "graphiql" in page.text.lower()
+        # A query by GET still needs the token.
+        query = await client.get("/graphql", params={"query": "{ viewer { handle } }"})
+        assert query.status_code == 401
