@@ -10,7 +10,6 @@ import sys
 
 from baton.settings import Settings
 
-
 # Young-generation collections every 50,000 allocations instead of 700: with thousands of
 # live subscriptions, the default thresholds promote fan-out temporaries and trigger full
 # collections that pause every delivery for seconds. Measured with bench/live_delivery.py
