@@ -207,16 +207,18 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    head = migrate.head_revision()  # read from the migration scripts once, not per probe
+
     async def readyz(request: Request) -> Response:
         rt = runtime.get("current")
+        if rt is None:
+            return JSONResponse({"status": "starting"}, 503)
         try:
-            assert rt is not None
             async with rt.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
             current = await migrate.current_revision(rt.engine)
         except Exception as exc:  # any failure to reach the database means "not ready"
             return JSONResponse({"status": "unavailable", "reason": str(exc)[:200]}, 503)
-        head = migrate.head_revision()
         if current != head:
             return JSONResponse({"status": "migrating", "at": current, "head": head}, 503)
         return JSONResponse({"status": "ready", "revision": current})
