@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.http import GraphQLRequestData
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData, process_result
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionInitMessage
@@ -133,6 +133,15 @@ class BatonGraphQL(GraphQL[Context, None]):
         if not isinstance(decoded, dict | list):
             raise json.JSONDecodeError("the request body must be a JSON object", "", 0)
         return decoded
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        # A refused or failed operation answers its errors and no `data` at all.
+        response = process_result(result)
+        if response.get("data") is None and response.get("errors"):
+            response.pop("data", None)
+        return response
 
     def parse_json(self, data: str | bytes) -> Any:
         try:

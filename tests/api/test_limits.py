@@ -71,7 +71,7 @@ async def task_exists(client: httpx.AsyncClient, admin: dict[str, str], task_id:
 
 def assert_refused(body: dict[str, Any]) -> None:
     """Refused before execution: errors, each with a code, and no data."""
-    assert body.get("data") is None, body
+    assert "data" not in body, body
     assert body["errors"], body
     assert all(e["extensions"]["code"] == "invalid_input" for e in body["errors"]), body
 
@@ -135,6 +135,13 @@ async def test_a_query_past_the_depth_limit_is_refused(
 
     assert "errors" not in await graphql(client, admin, tasks_of_depth(MAX_DEPTH))
     assert_refused(await graphql(client, admin, tasks_of_depth(MAX_DEPTH + 1)))
+
+
+async def test_a_page_over_one_hundred_is_refused_with_no_data(
+    client: httpx.AsyncClient, admin: dict[str, str]
+) -> None:
+    assert "errors" not in await graphql(client, admin, "{ tasks(first: 100) { totalCount } }")
+    assert_refused(await graphql(client, admin, "{ tasks(first: 101) { totalCount } }"))
 
 
 # --- aliases ---------------------------------------------------------------------------------
