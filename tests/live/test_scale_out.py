@@ -19,7 +19,7 @@ from baton.access.principals import ADMIN
 from baton.access.tokens import create_token
 from baton.store import migrate
 from baton.store.db import create_engine
-from baton.store.embedded import create_database, start_embedded, stop_embedded
+from baton.store.embedded import create_database, start_embedded
 from tests.helpers import agent
 from tests.live.client import TASK_EVENTS, HTTPClient, WSClient, hand_off_via, move_mutation
 from tests.live.cluster import (
@@ -27,6 +27,7 @@ from tests.live.cluster import (
     Cluster,
     RedisProcess,
     restart_embedded_postgres,
+    stop_embedded_postgres,
 )
 
 # Long enough that delivery within a test can only come from a broadcast wake-up.
@@ -39,7 +40,7 @@ def pg_dir() -> Iterator[Path]:
     # server runs as another system user that must reach its data directory.
     with tempfile.TemporaryDirectory(prefix="baton-own-pg-", dir="/tmp") as tmp:
         yield Path(tmp)
-        stop_embedded(Path(tmp))
+        stop_embedded_postgres(Path(tmp))
 
 
 @pytest.fixture(scope="module")
