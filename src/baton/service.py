@@ -198,16 +198,11 @@ class TaskService(TaskReader):
     ) -> Outcome:
         """The gate decides in the hand-off's own transaction."""
         events = [created]
-        decision = await self._gate(conn, h)
-        name = DECISION_MOVES[decision]
+        name = DECISION_MOVES[await self._gate(conn, h)]
         if name is not None:
-            target = check_move(created.task.state, None, name).target
-            waiting_on = WaitingOn.owner_approval if name in SETS_WAITING_ON else None
-            event = await store.move(
-                conn, created.task, name, target, actor=principal.handle, waiting_on=waiting_on
-            )
-            assert event is not None, "a task inserted in this transaction cannot race"
-            events.append(event)
+            moved = await self._apply(conn, principal, name, created.task, MoveArgs())
+            assert moved, "a task inserted in this transaction cannot race"
+            events += moved
         return Outcome(events[-1].task, events)
 
     async def _gate(self, conn: AsyncConnection, h: HandOff) -> GateDecision:
@@ -280,16 +275,13 @@ class TaskService(TaskReader):
         result = None
         if name is MoveName.SUBMIT_RESULT:
             result = self._returned_result(principal, task, args)
-        waiting_on = args.waiting_on if name is MoveName.PAUSE else None
-        if name is MoveName.HOLD:
-            waiting_on = WaitingOn.owner_approval
         first = await store.move(
             conn,
             task,
             name,
             target,
             actor=actor,
-            waiting_on=waiting_on,
+            waiting_on=_waiting_on(name, args),
             result=result,
             clear_result=target is TaskState.working and task.state is not TaskState.waiting,
             reason=args.reason,
@@ -356,6 +348,14 @@ def _may(principal: Principal, move: Any, task: TaskRecord) -> bool:
     return move is not None and principal.may_act_as(
         move.actor, requester=task.requester, assignee=task.assignee
     )
+
+
+def _waiting_on(name: MoveName, args: MoveArgs) -> WaitingOn | None:
+    """What a move into `waiting` waits on: fixed by the table, or chosen by the caller."""
+    reasons = SETS_WAITING_ON.get(name, frozenset())
+    if len(reasons) == 1:
+        return next(iter(reasons))
+    return args.waiting_on if reasons else None
 
 
 def _check_args(name: MoveName, args: MoveArgs) -> None:
