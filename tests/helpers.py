@@ -10,6 +10,8 @@ from baton.access.gate import GateDecision
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.schema import schema
+from baton.engine.limits import DEFAULT_LIMITS
+from baton.engine.runner import Engine, Request
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.service import HandOff, MoveArgs, TaskService
 from baton.store.records import TaskRecord
@@ -164,19 +166,28 @@ class World:
         return task
 
 
+ENGINE = Engine(schema, DEFAULT_LIMITS)
+
+
 async def execute(
     service: TaskService,
     principal: Principal,
     query: str,
     variables: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run a GraphQL operation in process; fail the test on any GraphQL error."""
-    response = await schema.execute(
-        query, variable_values=variables, context_value=Context(principal, service)
-    )
-    assert response.errors is None, response.errors
+    """Run a GraphQL operation in process, as the server does; fail the test on any error."""
+    response = await execute_raw(service, principal, query, variables)
+    assert not response.errors, response.errors
     assert response.data is not None
     return response.data
+
+
+@dataclass(frozen=True)
+class Response:
+    """An in-process answer: `data` is None when absent (refused) or null."""
+
+    data: dict[str, Any] | None
+    errors: list[dict[str, Any]]
 
 
 async def execute_raw(
@@ -184,7 +195,6 @@ async def execute_raw(
     principal: Principal,
     query: str,
     variables: dict[str, Any] | None = None,
-) -> Any:
-    return await schema.execute(
-        query, variable_values=variables, context_value=Context(principal, service)
-    )
+) -> Response:
+    outcome = await ENGINE.execute(Request(query, variables), Context(principal, service))
+    return Response(None if outcome.refused else outcome.data, outcome.errors)

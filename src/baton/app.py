@@ -35,6 +35,8 @@ from baton.access.principals import Principal
 from baton.access.tokens import principal_for
 from baton.api.context import Context
 from baton.api.schema import schema
+from baton.engine.limits import DEFAULT_LIMITS
+from baton.engine.runner import Engine
 from baton.http import BodyLimit, CountRequests, RequireToken, TokenCache, bearer
 from baton.live.backends import make_backend
 from baton.live.hub import EventHub
@@ -44,6 +46,7 @@ from baton.settings import Settings
 from baton.store import migrate
 from baton.store.db import create_engine, libpq_url
 from baton.store.embedded import start_embedded
+from baton.web.graphql_http import GraphQLHTTP
 
 log = logging.getLogger("baton")
 
@@ -104,12 +107,8 @@ class BatonGraphQL(GraphQL[Context, None]):
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> Context:
         rt = self._runtime["current"]
-        if isinstance(request, WebSocket):
-            # Authenticated in on_ws_connect, from the connection_init payload.
-            return Context(None, rt.service, rt.hub, cache=False)
-        # RequireToken let through without a principal only the GraphiQL page, which runs
-        # nothing; any resolver reached without one raises Forbidden.
-        return Context(request.scope.get("state", {}).get("principal"), rt.service, rt.hub)
+        # Authenticated in on_ws_connect, from the connection_init payload.
+        return Context(None, rt.service, rt.hub)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -235,11 +234,21 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
-    guarded = BodyLimit(RequireToken(graphql, tokens), settings.max_body_bytes)
+    engine = Engine(schema, DEFAULT_LIMITS)
+
+    def http_context(scope: Scope) -> Context:
+        rt = runtime["current"]
+        # RequireToken let through without a principal only the GraphiQL page, which runs
+        # nothing; any resolver reached without one raises Forbidden.
+        return Context(scope.get("state", {}).get("principal"), rt.service, rt.hub)
+
+    http = BodyLimit(
+        RequireToken(GraphQLHTTP(engine, http_context), tokens), settings.max_body_bytes
+    )
     app = Starlette(
         routes=[
-            Route("/graphql", guarded, methods=["GET", "POST"]),
-            WebSocketRoute("/graphql", guarded),
+            Route("/graphql", http, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+            WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),

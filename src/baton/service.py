@@ -116,11 +116,11 @@ class TaskReader:
         async with self.engine.connect() as conn:
             return await store.count(conn, principal, query)
 
-    async def events(
-        self, task_id: str, first: int, after: int | None
-    ) -> tuple[list[EventRecord], bool]:
+    async def events_of_many(
+        self, task_ids: Sequence[str], first: int, after: int | None
+    ) -> dict[str, tuple[list[EventRecord], bool]]:
         async with self.engine.connect() as conn:
-            return await store.events(conn, task_id, first, after)
+            return await store.events_of_many(conn, task_ids, first, after)
 
 
 Publish = Callable[[int], Awaitable[None]]

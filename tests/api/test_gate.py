@@ -403,7 +403,7 @@ async def test_an_agent_cannot_manage_gate_rules(service: TaskService, world: Wo
     assert (await set_rule(service, its_agent, decision="ALLOW"))["__typename"] == "ForbiddenError"
     assert (await delete_rule(service, its_agent, rule["id"]))["__typename"] == "ForbiddenError"
     response = await execute_raw(service, its_agent, RULES, {"owner": None})
-    assert [e.extensions["code"] for e in response.errors] == ["forbidden"]
+    assert [e["extensions"]["code"] for e in response.errors] == ["forbidden"]
     assert await rules_of(service, owner(world.asg_owner)) == [rule]
 
 
@@ -420,7 +420,7 @@ async def test_an_owner_cannot_touch_another_owners_rules(
     named = await set_rule(service, other, owner=world.asg_owner, decision="ALLOW")
     assert named["__typename"] == "ForbiddenError", named
     response = await execute_raw(service, other, RULES, {"owner": world.asg_owner})
-    assert [e.extensions["code"] for e in response.errors] == ["forbidden"]
+    assert [e["extensions"]["code"] for e in response.errors] == ["forbidden"]
 
     assert await rules_of(service, owner(world.asg_owner)) == [rule]
     assert await handed_off_state(service, world) == "rejected"

@@ -19,12 +19,15 @@ import pytest
 from graphql.language import Lexer, Source, TokenKind
 
 from baton.access.principals import ADMIN
-from baton.api.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
+from baton.engine.limits import DEFAULT_LIMITS
 from baton.settings import Settings
 from tests.conftest import LiveServer
 from tests.helpers import owner
 
 MAX_BODY = Settings.max_body_bytes  # the default; `baton serve` under test does not change it
+MAX_DEPTH = DEFAULT_LIMITS.max_depth
+MAX_ALIASES = DEFAULT_LIMITS.max_aliases
+MAX_TOKENS = DEFAULT_LIMITS.max_tokens
 
 
 @pytest.fixture

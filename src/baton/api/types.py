@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.engine.plans import batched
 from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
@@ -116,6 +118,43 @@ def protocol_object(t: TaskRecord) -> dict[str, Any]:
     }
 
 
+# --- batched look-ups: one query per field and level, whatever the number of parents ---------
+
+
+async def dependencies_of(context: Context, parents: Sequence[Task]) -> list[list[Task]]:
+    refs = sorted({r for p in parents for r in p.record.packet["depends_on"]})
+    found = {}
+    if refs:
+        found = {t.id: t for t in await context.service.visible_by_ids(context.principal, refs)}
+    return [
+        [Task(record=found[r]) for r in dict.fromkeys(p.record.packet["depends_on"]) if r in found]
+        for p in parents
+    ]
+
+
+async def dependents_of(context: Context, parents: Sequence[Task]) -> list[list[Task]]:
+    ids = [p.record.id for p in parents]
+    by_dependency: dict[str, list[TaskRecord]] = {i: [] for i in ids}
+    for task in await context.service.dependents_of(context.principal, ids):
+        for dependency in set(task.packet["depends_on"]) & by_dependency.keys():
+            by_dependency[dependency].append(task)
+    return [
+        [Task(record=t) for t in sorted(by_dependency[p.record.id], key=lambda t: t.id)]
+        for p in parents
+    ]
+
+
+async def events_of(
+    context: Context, parents: Sequence[Task], *, first: int = 50, after: str | None = None
+) -> list[TaskEventConnection]:
+    check_page_size(first)
+    after_id = parse_event_cursor(after) if after is not None else None
+    pages = await context.service.events_of_many([p.record.id for p in parents], first, after_id)
+    return [
+        TaskEventConnection.of(*pages[p.record.id], has_previous=after is not None) for p in parents
+    ]
+
+
 @strawberry.type(description="A task handed from one agent to another.")
 class Task:
     record: strawberry.Private[TaskRecord]
@@ -179,26 +218,27 @@ class Task:
 
     @strawberry.field(
         description="Tasks this one depends on: `packet.dependsOn` entries that are ids of "
-        "tasks the caller can see, in `dependsOn` order."
+        "tasks the caller can see, in `dependsOn` order.",
+        metadata=batched(dependencies_of),
     )
     async def dependencies(self, info: Info[Context, None]) -> list[Task]:
-        refs = list(dict.fromkeys(self.record.packet["depends_on"]))
-        found = await info.context.tasks.load_many(refs)
-        return [Task(record=t) for t in found if t is not None]
+        return (await dependencies_of(info.context, [self]))[0]
 
-    @strawberry.field(description="Visible tasks whose `packet.dependsOn` names this task.")
+    @strawberry.field(
+        description="Visible tasks whose `packet.dependsOn` names this task.",
+        metadata=batched(dependents_of),
+    )
     async def dependents(self, info: Info[Context, None]) -> list[Task]:
-        found = await info.context.dependents.load(self.record.id)
-        return [Task(record=t) for t in found]
+        return (await dependents_of(info.context, [self]))[0]
 
-    @strawberry.field(description="This task's events, oldest first.")
+    @strawberry.field(
+        description="This task's events, oldest first.",
+        metadata=batched(events_of),
+    )
     async def events(
         self, info: Info[Context, None], first: int = 50, after: str | None = None
     ) -> TaskEventConnection:
-        check_page_size(first)
-        after_id = parse_event_cursor(after) if after is not None else None
-        rows, more = await info.context.service.events(self.record.id, first, after_id)
-        return TaskEventConnection.of(rows, more, has_previous=after is not None)
+        return (await events_of(info.context, [self], first=first, after=after))[0]
 
     @strawberry.field(
         description="The task as the seed's task object (snake_case keys), valid against "

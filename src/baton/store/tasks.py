@@ -291,16 +291,31 @@ async def count(conn: AsyncConnection, principal: Principal, query: TaskQuery) -
     return int((await conn.execute(statement)).scalar_one())
 
 
-async def events(
-    conn: AsyncConnection, task_id: str, first: int, after: int | None
-) -> tuple[list[EventRecord], bool]:
-    """A task's events, oldest first."""
-    statement = select(EVENTS).where(EVENTS.c.task_id == task_id)
-    if after is not None:
-        statement = statement.where(EVENTS.c.id > after)
-    statement = statement.order_by(EVENTS.c.id).limit(first + 1)
-    rows = [EventRecord.from_mapping(r) for r in (await conn.execute(statement)).mappings()]
-    return rows[:first], len(rows) > first
+_EVENTS_OF_MANY = text(
+    """
+    SELECT e.* FROM unnest(CAST(:ids AS text[])) AS wanted(id)
+    CROSS JOIN LATERAL (
+        SELECT * FROM task_events
+        WHERE task_id = wanted.id AND id > :after ORDER BY id LIMIT :limit
+    ) AS e
+    """
+)
+
+
+async def events_of_many(
+    conn: AsyncConnection, task_ids: Sequence[str], first: int, after: int | None
+) -> dict[str, tuple[list[EventRecord], bool]]:
+    """For each task, its events after `after`, oldest first, `first` at most; and whether
+    more follow. One query, whatever the number of tasks."""
+    pages: dict[str, list[EventRecord]] = {task_id: [] for task_id in task_ids}
+    if task_ids:
+        rows = await conn.execute(
+            _EVENTS_OF_MANY,
+            {"ids": list(pages), "after": after or 0, "limit": first + 1},
+        )
+        for row in rows.mappings():
+            pages[row["task_id"]].append(EventRecord.from_mapping(row))
+    return {task_id: (rows[:first], len(rows) > first) for task_id, rows in pages.items()}
 
 
 async def dependents_of(

@@ -1,20 +1,15 @@
-"""Refuse strings PostgreSQL cannot store before an operation runs.
+"""Strings PostgreSQL cannot store, refused before an operation runs.
 
 A NUL character or a lone surrogate is valid JSON, and GraphQL lets a string literal spell NUL
-as an escape, but either fails deep inside the database driver. Checking the variables and the
-query text once, before validation, makes them an `invalid_input` error for every argument of
-every operation, over HTTP and WebSocket alike.
+as an escape, but either fails deep inside the database driver. The engine checks the query text
+(once, with its parse) and the variables (per request) with `unstorable`, which makes them an
+`invalid_input` error for every argument of every operation, over HTTP and WebSocket alike.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from graphql import GraphQLError
-from strawberry.extensions import SchemaExtension
-
-_NUL_ESCAPE = re.compile(r"\\u(?:0000|\{0+\})", re.IGNORECASE)
 MAX_DEPTH = 64
 
 
@@ -45,17 +40,3 @@ def unstorable(value: object, path: str = "", depth: int = 0) -> str | None:
         if reason is not None:
             return reason
     return None
-
-
-class StorableStrings(SchemaExtension):
-    def on_validate(self) -> Iterator[None]:
-        context = self.execution_context
-        reason = unstorable(context.variables, "variables") or unstorable(context.query, "query")
-        if reason is None and context.query and _NUL_ESCAPE.search(context.query):
-            reason = "strings may not contain the NUL character (at query)"
-        if reason is not None:
-            # Set before validation runs, this answers the operation with the error instead.
-            context.pre_execution_errors = [
-                GraphQLError(reason, extensions={"code": "invalid_input"})
-            ]
-        yield

@@ -1,0 +1,443 @@
+"""Running plans: one level of the response at a time.
+
+`complete_objects` answers a type plan for a whole list of parents: every field's values are
+fetched for all parents at once (batch resolvers are awaited together, one call per field per
+level), then completed by the field's type: leaves serialised, lists flattened so their items
+form the next level, objects recursed into.
+
+Errors follow the GraphQL spec and graphql-core's reporting: a failing field is recorded with
+its path; a failure in a non-null position travels up (as a `Failure`) to the nearest nullable
+position, which becomes null. As in graphql-core's executor, once a position is null, no error
+from inside it that comes later in document order is reported: `Run.errors` applies that rule
+to all candidates at the end, in document order, so the level-by-level order of this executor
+does not change what a client sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphql import (
+    GraphQLAbstractType,
+    GraphQLError,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    located_error,
+)
+from graphql.execution.values import VariableValues
+from graphql.pyutils import inspect as describe
+from graphql.pyutils import is_iterable
+
+from baton.engine.plans import Compiler, FieldPlan, Kind, TypePlan
+
+# A response position: (parent position, key, ordinal), None for the root. The ordinal is the
+# key's place in its selection set (or the list index), so positions sort in document order.
+Path = tuple[Any, str | int, int] | None
+
+
+def path_list(path: Path) -> list[str | int]:
+    keys: list[str | int] = []
+    while path is not None:
+        path, key, _ = path
+        keys.append(key)
+    keys.reverse()
+    return keys
+
+
+def _order(path: Path) -> tuple[int, ...]:
+    ordinals: list[int] = []
+    while path is not None:
+        path, _, ordinal = path
+        ordinals.append(ordinal)
+    ordinals.reverse()
+    return tuple(ordinals)
+
+
+def _positions(path: Path) -> list[tuple[str | int, ...]]:
+    """`path` and each of its ancestors, the root (`()`) last."""
+    keys = tuple(path_list(path))
+    return [keys[:n] for n in range(len(keys), -1, -1)]
+
+
+class Failure:
+    """A position that failed; its errors wait for the nullable position it nulls."""
+
+    __slots__ = ("errors",)
+
+    def __init__(self, errors: list[tuple[GraphQLError, Path]]) -> None:
+        self.errors = errors
+
+    @staticmethod
+    def merge(failures: Sequence[Failure]) -> Failure:
+        return Failure([e for f in failures for e in f.errors])
+
+
+@dataclass(eq=False)
+class ResolveInfo:
+    """What a resolver's `info` parameter gets here: the request's context."""
+
+    context: Any
+
+
+@dataclass(eq=False)
+class Run:
+    """One execution: its context, variables and the errors it records."""
+
+    compiler: Compiler
+    context: Any
+    variables: VariableValues | None
+    info: ResolveInfo = field(init=False)
+    # (error, its own path, the position it nulled)
+    _candidates: list[tuple[GraphQLError, Path, Path]] = field(default_factory=list)
+    _kwargs: dict[FieldPlan, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.info = ResolveInfo(self.context)
+
+    def fail(self, error: Exception, plan: FieldPlan, path: Path) -> Failure:
+        return Failure([(located_error(error, plan.nodes, path_list(path)), path)])
+
+    def settle(self, failure: Failure, position: Path) -> None:
+        """`failure` made `position` null (None: the whole result)."""
+        for error, path in failure.errors:
+            self._candidates.append((error, path, position))
+
+    @property
+    def errors(self) -> list[GraphQLError]:
+        reported: list[GraphQLError] = []
+        nulled: set[tuple[str | int, ...]] = set()
+        for error, _, position in sorted(self._candidates, key=lambda c: _order(c[1])):
+            ancestry = _positions(position)
+            if any(p in nulled for p in ancestry):
+                continue
+            nulled.add(ancestry[0])
+            reported.append(error)
+        return reported
+
+    def reset(self) -> None:
+        self._candidates = []
+
+    def kwargs(self, plan: FieldPlan) -> dict[str, Any]:
+        if plan.static_kwargs is not None:
+            return plan.static_kwargs
+        found = self._kwargs.get(plan)
+        if found is None:
+            found = self._kwargs[plan] = plan.kwargs(self.variables)
+        return found
+
+
+# --- fetching a field's values for a level ------------------------------------------------
+
+
+def _at(paths: Sequence[Path], plan: FieldPlan, i: int) -> Path:
+    return (paths[i], plan.key, plan.ordinal)
+
+
+def _fetch(run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Sequence[Path]) -> Any:
+    """The field's value for every source: a list, or an awaitable of one."""
+    kind = plan.kind
+    if kind is Kind.ATTRIBUTE:
+        get = plan.get
+        assert get is not None
+        try:
+            return [get(s) for s in sources]
+        except Exception:  # find which parent failed
+            return [_guard(run, plan, get, s, _at(paths, plan, i)) for i, s in enumerate(sources)]
+    if kind is Kind.TYPENAME:
+        return [plan.parent.name] * len(sources)
+    try:
+        kwargs = run.kwargs(plan)
+    except Exception as exc:
+        return [run.fail(exc, plan, _at(paths, plan, i)) for i in range(len(sources))]
+    if kind is Kind.BATCH:
+        return _batch(run, plan, sources, paths, kwargs)
+    call = plan.call
+    assert call is not None
+    if plan.info_name is not None:
+        kwargs = {**kwargs, plan.info_name: run.info}
+    values: list[Any] = []
+    wants_self = plan.wants_self
+    try:
+        if wants_self:
+            values = [call(source, **kwargs) for source in sources]
+        else:
+            values = [call(**kwargs) for _ in sources]
+    except Exception:  # find which parent failed
+        values = []
+        for i, source in enumerate(sources):
+            try:
+                values.append(call(source, **kwargs) if wants_self else call(**kwargs))
+            except Exception as exc:
+                values.append(run.fail(exc, plan, _at(paths, plan, i)))
+    if plan.is_async:
+        return _gather(run, plan, values, paths)
+    return values
+
+
+def _guard(run: Run, plan: FieldPlan, get: Callable[[Any], Any], source: Any, path: Path) -> Any:
+    try:
+        return get(source)
+    except Exception as exc:
+        return run.fail(exc, plan, path)
+
+
+async def _batch(
+    run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Sequence[Path], kwargs: Any
+) -> list[Any]:
+    assert plan.call is not None
+    try:
+        values = list(await plan.call(run.context, sources, **kwargs))
+        if len(values) != len(sources):
+            raise RuntimeError(f"batch resolver of {plan.name} answered {len(values)} values")
+    except Exception as exc:
+        return [run.fail(exc, plan, _at(paths, plan, i)) for i in range(len(sources))]
+    return values
+
+
+async def _gather(run: Run, plan: FieldPlan, values: list[Any], paths: Sequence[Path]) -> list[Any]:
+    waiting = [(i, v) for i, v in enumerate(values) if inspect.isawaitable(v)]
+    if len(waiting) == 1:  # no task for a single call (a root field, say)
+        try:
+            outcomes: list[Any] = [await waiting[0][1]]
+        except Exception as exc:
+            outcomes = [exc]
+    else:
+        outcomes = await asyncio.gather(*(v for _, v in waiting), return_exceptions=True)
+    for (i, _), outcome in zip(waiting, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            outcome = run.fail(outcome, plan, _at(paths, plan, i))
+        values[i] = outcome
+    return values
+
+
+# --- completing values by type --------------------------------------------------------------
+
+
+async def complete_objects(
+    run: Run,
+    plan: TypePlan,
+    sources: Sequence[Any],
+    paths: Sequence[Path],
+    *,
+    serial: bool = False,
+) -> list[Any]:
+    """Each source's answer to `plan`: a dict in selection order, or a Failure."""
+    count = len(sources)
+    results: list[Any] = [dict.fromkeys(plan.keys) for _ in range(count)]
+    if serial:  # mutations: each root field resolves and completes before the next starts
+        for fplan in plan.fields:
+            values = _fetch(run, fplan, sources, paths)
+            if inspect.isawaitable(values):
+                values = await values
+            await _place(run, fplan, values, paths, results)
+        return results
+    fetched: list[Any] = []
+    pending: list[int] = []
+    for index, fplan in enumerate(plan.fields):
+        values = _fetch(run, fplan, sources, paths)
+        if inspect.isawaitable(values):
+            pending.append(index)
+        fetched.append(values)
+    if len(pending) == 1:
+        fetched[pending[0]] = await fetched[pending[0]]
+    elif pending:
+        done = await asyncio.gather(*(fetched[i] for i in pending))
+        for index, values in zip(pending, done, strict=True):
+            fetched[index] = values
+    for fplan, values in zip(plan.fields, fetched, strict=True):
+        await _place(run, fplan, values, paths, results)
+    return results
+
+
+async def _place(
+    run: Run, plan: FieldPlan, values: list[Any], paths: Sequence[Path], results: list[Any]
+) -> None:
+    key, ordinal = plan.key, plan.ordinal
+    completed = await complete(
+        run, plan, plan.return_type, values, lambda i: (paths[i], key, ordinal)
+    )
+    for i, value in enumerate(completed):
+        current = results[i]
+        if type(value) is Failure:
+            results[i] = Failure.merge([current, value]) if type(current) is Failure else value
+        elif type(current) is not Failure:
+            current[key] = value
+
+
+async def complete(
+    run: Run,
+    plan: FieldPlan,
+    type_: GraphQLOutputType,
+    values: list[Any],
+    path_of: Callable[[int], Path],
+) -> list[Any]:
+    """Complete `values` of `type_`; a Failure where a non-null position failed."""
+    if isinstance(type_, GraphQLNonNull):
+        inner = await _complete_nullable(run, plan, type_.of_type, values, path_of)
+        for i, value in enumerate(inner):
+            if value is None:
+                message = (
+                    f"Cannot return null for non-nullable field {plan.parent.name}.{plan.name}."
+                )
+                inner[i] = run.fail(GraphQLError(message), plan, path_of(i))
+        return inner
+    completed = await _complete_nullable(run, plan, type_, values, path_of)
+    for i, value in enumerate(completed):
+        if type(value) is Failure:
+            run.settle(value, path_of(i))
+            completed[i] = None
+    return completed
+
+
+async def _complete_nullable(
+    run: Run,
+    plan: FieldPlan,
+    type_: GraphQLOutputType,
+    values: list[Any],
+    path_of: Callable[[int], Path],
+) -> list[Any]:
+    if isinstance(type_, GraphQLList):
+        return await _complete_lists(run, plan, type_, values, path_of)
+    if isinstance(type_, GraphQLObjectType | GraphQLAbstractType):
+        return await _complete_composites(run, plan, type_, values, path_of)
+    serialize = run.compiler.serializer(type_)  # type: ignore[arg-type]
+    out: list[Any] = []
+    for i, value in enumerate(values):
+        if value is None or type(value) is Failure:
+            out.append(value)
+            continue
+        try:
+            serialized = serialize(value)
+            if serialized is None:
+                raise TypeError(
+                    f"Expected `{type_}.serialize({describe(value)})` to return non-nullable "
+                    f"value, returned: {describe(serialized)}"
+                )
+        except Exception as exc:
+            serialized = run.fail(exc, plan, path_of(i))
+        out.append(serialized)
+    return out
+
+
+async def _complete_lists(
+    run: Run,
+    plan: FieldPlan,
+    type_: GraphQLList[Any],
+    values: list[Any],
+    path_of: Callable[[int], Path],
+) -> list[Any]:
+    flat: list[Any] = []
+    owners: list[int] = []  # for each flat item, the index of its list
+    bounds: list[tuple[int, int] | None] = []
+    out: list[Any] = list(values)
+    for i, value in enumerate(values):
+        if value is None or type(value) is Failure:
+            bounds.append(None)
+            continue
+        if not is_iterable(value):
+            message = (
+                f"Expected Iterable, but did not find one for field "
+                f"'{plan.parent.name}.{plan.name}'."
+            )
+            out[i] = run.fail(GraphQLError(message), plan, path_of(i))
+            bounds.append(None)
+            continue
+        start = len(flat)
+        flat.extend(value)
+        owners.extend([i] * (len(flat) - start))
+        bounds.append((start, len(flat)))
+
+    def item_path(j: int) -> Path:
+        owner = owners[j]
+        span = bounds[owner]
+        assert span is not None
+        index = j - span[0]
+        return (path_of(owner), index, index)
+
+    items = await complete(run, plan, type_.of_type, flat, item_path) if flat else []
+    for i, span in enumerate(bounds):
+        if span is None:
+            continue
+        segment = items[span[0] : span[1]]
+        failures = [item for item in segment if type(item) is Failure]
+        out[i] = Failure.merge(failures) if failures else segment
+    return out
+
+
+async def _complete_composites(
+    run: Run,
+    plan: FieldPlan,
+    type_: GraphQLObjectType | GraphQLAbstractType,
+    values: list[Any],
+    path_of: Callable[[int], Path],
+) -> list[Any]:
+    out: list[Any] = list(values)
+    groups: dict[GraphQLObjectType, list[int]] = {}
+    if isinstance(type_, GraphQLObjectType):
+        indexes = [i for i, v in enumerate(values) if v is not None and type(v) is not Failure]
+        if indexes:
+            groups[type_] = indexes
+    else:
+        by_class = run.compiler.runtime_types(type_)
+        for i, value in enumerate(values):
+            if value is None or type(value) is Failure:
+                continue
+            runtime = by_class.get(type(value))
+            if runtime is None:
+                message = (
+                    f"Abstract type '{type_.name}' must resolve to an Object type at runtime for"
+                    f" field '{plan.parent.name}.{plan.name}'. Got: {describe(value)}."
+                )
+                out[i] = run.fail(GraphQLError(message), plan, path_of(i))
+                continue
+            groups.setdefault(runtime, []).append(i)
+    for runtime, indexes in groups.items():
+        child = plan.child(runtime)
+        answers = await complete_objects(
+            run, child, [values[i] for i in indexes], [path_of(i) for i in indexes]
+        )
+        for i, answer in zip(indexes, answers, strict=True):
+            out[i] = answer
+    return out
+
+
+async def root(run: Run, plan: TypePlan, *, serial: bool) -> Any:
+    """The operation's data: a dict, or None when a failure reached the root."""
+    [data] = await complete_objects(run, plan, [None], [None], serial=serial)
+    if type(data) is Failure:
+        run.settle(data, None)
+        return None
+    return data
+
+
+async def events(
+    run: Run, plan: FieldPlan, source: AsyncIterator[Any]
+) -> AsyncIterator[tuple[Any, list[GraphQLError]]]:
+    """A subscription's source stream, each item completed as the root field's value:
+    (data, errors) per item. An error raised by the stream itself ends it with one last
+    answer that carries the error and no data."""
+    position: Path = (None, plan.key, 0)
+    while True:
+        run.reset()
+        try:
+            item = await anext(source)
+        except StopAsyncIteration:
+            return
+        except Exception as exc:
+            run.settle(run.fail(exc, plan, position), None)
+            yield None, run.errors
+            return
+        [value] = await complete(run, plan, plan.return_type, [item], lambda _: position)
+        if type(value) is Failure:
+            run.settle(value, None)
+            yield None, run.errors
+        else:
+            yield {plan.key: value}, run.errors

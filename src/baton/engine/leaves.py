@@ -1,0 +1,47 @@
+"""Serialising leaf values: the common cases without a call into graphql-core per value.
+
+Each fast path returns exactly what the type's own `serialize` returns for that value; anything
+else falls through to it, so errors and odd values behave as graphql-core's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from graphql import GraphQLEnumType, GraphQLScalarType
+
+Serialize = Callable[[Any], Any]
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def serializer(type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
+    slow = type_.serialize
+    if isinstance(type_, GraphQLEnumType):
+        names: dict[Any, str] = {}
+        for name, value in type_.values.items():
+            names[value.value] = name
+
+        def enum(value: Any) -> Any:
+            if isinstance(value, Enum):
+                found = names.get(value.value)
+                if found is not None:
+                    return found
+            return slow(value)
+
+        return enum
+    name = type_.name
+    if name in ("String", "ID"):
+        return lambda value: value if type(value) is str else slow(value)
+    if name == "Boolean":
+        return lambda value: value if type(value) is bool else slow(value)
+    if name == "Int":
+        return lambda value: (
+            value if type(value) is int and _INT_MIN <= value <= _INT_MAX else slow(value)
+        )
+    if name == "DateTime":
+        return lambda value: value.isoformat() if type(value) is datetime else slow(value)
+    return slow

@@ -1,0 +1,293 @@
+"""Plans: an operation's selections, compiled once into what runs for each field.
+
+A `TypePlan` is the fields one concrete object type answers for a selection set; each
+`FieldPlan` knows how to get its value for a whole list of parents at once: an attribute, a
+call of the Strawberry resolver per parent, or one call of a batch resolver for all of them
+(see `batched`). Arguments without variables are coerced and converted at compile time; the
+rest once per request. Sub-plans for each concrete type are compiled the first time a value of
+that type shows up, and kept.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, cast
+
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    GraphQLAbstractType,
+    GraphQLEnumType,
+    GraphQLField,
+    GraphQLNamedType,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLScalarType,
+    GraphQLSchema,
+    ValueNode,
+    VariableNode,
+    get_named_type,
+    is_leaf_type,
+)
+from graphql.execution.values import VariableValues, get_argument_values
+from strawberry.schema.schema import Schema
+from strawberry.types.arguments import convert_arguments
+from strawberry.types.field import StrawberryField
+
+from baton.engine.fields import collect
+from baton.engine.leaves import Serialize, serializer
+
+DEFINITION = "strawberry-definition"
+# Key in a Strawberry field's `metadata` naming its batch resolver (see `batched`).
+BATCH = "baton.batch"
+
+BatchResolver = Callable[..., Awaitable[Sequence[Any]]]
+
+
+def batched(resolver: BatchResolver) -> dict[str, Any]:
+    """Field metadata: the engine resolves this field for every parent of one level with one
+    call, `resolver(context, parents, **arguments) -> one value per parent`. The field's own
+    resolver must answer the same for a single parent (it usually calls `resolver` with one)."""
+    return {BATCH: resolver}
+
+
+class Unsupported(Exception):
+    """A field the compiler does not handle; the operation runs on graphql-core instead."""
+
+
+class Kind(Enum):
+    TYPENAME = "typename"
+    ATTRIBUTE = "attribute"
+    CALL = "call"
+    BATCH = "batch"
+
+
+@dataclass(eq=False)
+class FieldPlan:
+    key: str
+    nodes: list[FieldNode]
+    parent: GraphQLObjectType
+    definition: GraphQLField
+    kind: Kind
+    get: Callable[[Any], Any] | None  # ATTRIBUTE
+    call: Callable[..., Any] | None  # CALL: the resolver function; BATCH: the batch resolver
+    wants_self: bool
+    info_name: str | None
+    is_async: bool
+    static_kwargs: dict[str, Any] | None  # converted arguments, when they hold no variable
+    strawberry: StrawberryField | None
+    owner: Compiler
+    ordinal: int = 0  # the key's place in its selection set (see `TypePlan.keys`)
+    _children: dict[GraphQLObjectType, TypePlan] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.nodes[0].name.value
+
+    @property
+    def return_type(self) -> GraphQLOutputType:
+        return self.definition.type
+
+    def kwargs(self, variables: VariableValues | None) -> dict[str, Any]:
+        """The resolver's keyword arguments (Strawberry input objects, Python names)."""
+        if self.static_kwargs is not None:
+            return self.static_kwargs
+        return self.owner.convert(
+            self, get_argument_values(self.definition, self.nodes[0], variables)
+        )
+
+    def child(self, runtime_type: GraphQLObjectType) -> TypePlan:
+        plan = self._children.get(runtime_type)
+        if plan is None:
+            selection_sets = [n.selection_set for n in self.nodes if n.selection_set]
+            plan = self.owner.type_plan(runtime_type, selection_sets)
+            self._children[runtime_type] = plan
+        return plan
+
+
+@dataclass(eq=False)
+class TypePlan:
+    type: GraphQLObjectType
+    fields: list[FieldPlan]
+    keys: tuple[str, ...]
+    introspects: bool  # selects __schema or __type (only possible on the query root)
+
+
+class Compiler:
+    """Compiles the selection sets of one operation, for one set of `@skip`/`@include`
+    variable values."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        fragments: Mapping[str, FragmentDefinitionNode],
+        variables: VariableValues | None,
+    ) -> None:
+        self.strawberry = schema
+        self.schema: GraphQLSchema = schema._schema
+        self.fragments = fragments
+        self.variables = variables
+        self._abstract: dict[GraphQLAbstractType, dict[type, GraphQLObjectType]] = {}
+        self._serializers: dict[GraphQLNamedType, Serialize] = {}
+
+    def serializer(self, type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
+        found = self._serializers.get(type_)
+        if found is None:
+            found = self._serializers[type_] = serializer(type_)
+        return found
+
+    def type_plan(self, runtime_type: GraphQLObjectType, selection_sets: list[Any]) -> TypePlan:
+        collected = collect(
+            self.schema, self.fragments, runtime_type, selection_sets, self.variables
+        )
+        introspects = False
+        fields = []
+        for ordinal, (key, nodes) in enumerate(collected.items()):
+            name = nodes[0].name.value
+            if name in ("__schema", "__type"):
+                introspects = True
+                continue
+            plan = self._field_plan(runtime_type, key, nodes)
+            plan.ordinal = ordinal
+            fields.append(plan)
+        return TypePlan(runtime_type, fields, tuple(collected), introspects)
+
+    def _field_plan(self, parent: GraphQLObjectType, key: str, nodes: list[FieldNode]) -> FieldPlan:
+        name = nodes[0].name.value
+        if name == "__typename":
+            definition = GraphQLField(GraphQLNonNull(self.schema.type_map["String"]))  # type: ignore[arg-type]
+            return FieldPlan(
+                key,
+                nodes,
+                parent,
+                definition,
+                Kind.TYPENAME,
+                None,
+                None,
+                False,
+                None,
+                False,
+                {},
+                None,
+                self,
+            )
+        definition = parent.fields[name]
+        sf = (definition.extensions or {}).get(DEFINITION)
+        if not isinstance(sf, StrawberryField):
+            raise Unsupported(f"{parent.name}.{name} has no Strawberry definition")
+        if sf.extensions or sf.permission_classes:
+            raise Unsupported(f"{parent.name}.{name} has field extensions")
+        static = None if _has_variables(nodes[0]) else self.convert_static(definition, nodes[0], sf)
+        batch = cast(Mapping[str, Any], sf.metadata or {}).get(BATCH)
+        resolver = sf.base_resolver
+        if batch is not None:
+            return FieldPlan(
+                key,
+                nodes,
+                parent,
+                definition,
+                Kind.BATCH,
+                None,
+                batch,
+                False,
+                None,
+                True,
+                static,
+                sf,
+                self,
+            )
+        if resolver is None:
+            get = operator.attrgetter(sf.python_name)
+            return FieldPlan(
+                key,
+                nodes,
+                parent,
+                definition,
+                Kind.ATTRIBUTE,
+                get,
+                None,
+                False,
+                None,
+                False,
+                {},
+                sf,
+                self,
+            )
+        if resolver.root_parameter or resolver.parent_parameter:
+            raise Unsupported(f"{parent.name}.{name} asks for root/parent")
+        info = resolver.info_parameter
+        return FieldPlan(
+            key,
+            nodes,
+            parent,
+            definition,
+            Kind.CALL,
+            None,
+            cast(Callable[..., Any], resolver.wrapped_func),
+            resolver.self_parameter is not None,
+            info.name if info else None,
+            resolver.is_async or sf.is_subscription,
+            static,
+            sf,
+            self,
+        )
+
+    def convert_static(
+        self, definition: GraphQLField, node: FieldNode, sf: StrawberryField
+    ) -> dict[str, Any]:
+        if not definition.args:
+            return {}
+        return self._convert(sf, get_argument_values(definition, node, None))
+
+    def convert(self, plan: FieldPlan, coerced: dict[str, Any]) -> dict[str, Any]:
+        assert plan.strawberry is not None
+        return self._convert(plan.strawberry, coerced)
+
+    def _convert(self, sf: StrawberryField, coerced: dict[str, Any]) -> dict[str, Any]:
+        return convert_arguments(
+            coerced,
+            sf.arguments,
+            scalar_registry=self.strawberry.schema_converter.scalar_registry,
+            config=self.strawberry.config,
+        )
+
+    def runtime_types(self, abstract: GraphQLAbstractType) -> dict[type, GraphQLObjectType]:
+        """Python class -> object type, for values of a union or interface."""
+        found = self._abstract.get(abstract)
+        if found is None:
+            found = {}
+            for possible in self.schema.get_possible_types(abstract):
+                definition = (possible.extensions or {}).get(DEFINITION)
+                origin = getattr(definition, "origin", None)
+                if origin is None:
+                    raise Unsupported(f"{possible.name} has no Python class")
+                found[origin] = possible
+            self._abstract[abstract] = found
+        return found
+
+
+def _has_variables(node: FieldNode) -> bool:
+    def holds(value: ValueNode) -> bool:
+        if isinstance(value, VariableNode):
+            return True
+        for child in getattr(value, "values", None) or ():
+            if holds(child):
+                return True
+        return any(holds(child.value) for child in getattr(value, "fields", None) or ())
+
+    return any(holds(argument.value) for argument in node.arguments or ())
+
+
+def unwrap(type_: GraphQLOutputType) -> tuple[bool, GraphQLOutputType]:
+    """(nullable, the type inside NonNull)."""
+    if isinstance(type_, GraphQLNonNull):
+        return False, type_.of_type
+    return True, type_
+
+
+def is_leaf(type_: GraphQLOutputType) -> bool:
+    return is_leaf_type(get_named_type(type_))

@@ -1,0 +1,1 @@
+"""The edges: GraphQL over HTTP and WebSocket, authentication, request limits."""

@@ -1,0 +1,181 @@
+"""GraphQL over HTTP: POST with a JSON body, GET for queries, and the GraphiQL page.
+
+A plain ASGI app in front of the engine: it reads the body (already bounded by `BodyLimit`),
+decodes it with orjson, runs the operation and writes the answer, with no per-request work that
+does not depend on the request. Media types follow the GraphQL-over-HTTP spec: a client that
+asks for `application/graphql-response+json` gets it, with 400 for a request refused before
+execution; everyone else gets `application/json` and 200 for any well-formed request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from graphql import OperationType
+from starlette.types import Message, Receive, Scope, Send
+
+from baton.engine.runner import Engine, Outcome, Request
+from baton.web.graphiql import graphiql_page
+
+log = logging.getLogger("baton.http")
+
+JSON = "application/json"
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+ContextFactory = Callable[[Scope], Any]
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] = []) -> None:  # noqa: B006
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+def error_body(message: str, code: str) -> bytes:
+    return orjson.dumps({"errors": [{"message": message, "extensions": {"code": code}}]})
+
+
+async def send_body(
+    send: Send,
+    status: int,
+    body: bytes,
+    media_type: str,
+    headers: list[tuple[bytes, bytes]] = [],  # noqa: B006
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", f"{media_type}; charset=utf-8".encode()),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class GraphQLHTTP:
+    def __init__(self, engine: Engine, context: ContextFactory) -> None:
+        self.engine = engine
+        self.context = context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope["headers"])
+        media_type = _negotiate(headers.get(b"accept", b"").decode("latin-1"))
+        try:
+            if scope["method"] == "GET":
+                if not scope.get("query_string") and b"text/html" in headers.get(b"accept", b""):
+                    await send_body(send, 200, graphiql_page(), "text/html")
+                    return
+                request = _from_query_string(scope.get("query_string", b""))
+                if self.engine.operation_type(request) is OperationType.MUTATION:
+                    raise BadRequest(405, "mutations need POST", [(b"allow", b"POST")])
+            elif scope["method"] == "POST":
+                request = await _from_body(headers, receive)
+            else:
+                raise BadRequest(405, "use GET or POST", [(b"allow", b"GET, POST")])
+        except BadRequest as bad:
+            await send_body(
+                send, bad.status, error_body(bad.message, "invalid_input"), JSON, bad.headers
+            )
+            return
+        try:
+            outcome = await self.engine.execute(request, self.context(scope))
+        except Exception:
+            log.exception("unexpected error answering a GraphQL request")
+            await send_body(send, 500, error_body("Internal server error.", "internal"), JSON)
+            return
+        await send_body(send, _status(outcome, media_type), _encode(outcome), media_type)
+
+
+def _negotiate(accept: str) -> str:
+    """`application/graphql-response+json` when the client prefers it, else JSON."""
+    best, best_q = JSON, -1.0
+    for position, part in enumerate(accept.split(",")):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media == GRAPHQL_RESPONSE and q > 0 and q - position * 1e-6 > best_q:
+            best, best_q = GRAPHQL_RESPONSE, q - position * 1e-6
+        elif media in (JSON, "application/*", "*/*") and q > 0 and q - position * 1e-6 > best_q:
+            best, best_q = JSON, q - position * 1e-6
+    return best
+
+
+def _status(outcome: Outcome, media_type: str) -> int:
+    if media_type == GRAPHQL_RESPONSE and outcome.refused:
+        return 400
+    return 200
+
+
+def _encode(outcome: Outcome) -> bytes:
+    body = outcome.payload()
+    # A request whose operation failed as a whole answers its errors and no data at all.
+    if body.get("data") is None and body.get("errors"):
+        body.pop("data", None)
+    return orjson.dumps(body)
+
+
+async def _read(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise BadRequest(400, "the client went away")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _from_body(headers: dict[bytes, bytes], receive: Receive) -> Request:
+    content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    if content_type != b"application/json":
+        raise BadRequest(415, "send the request as application/json")
+    raw = await _read(receive)
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(400, "the request body is not valid JSON") from exc
+    if isinstance(body, list):
+        raise BadRequest(400, "batched requests are not supported; send one operation")
+    if not isinstance(body, dict):
+        raise BadRequest(400, "the request body must be a JSON object")
+    return _request(body.get("query"), body.get("variables"), body.get("operationName"))
+
+
+def _from_query_string(raw: bytes) -> Request:
+    try:
+        params = dict(parse_qsl(raw.decode("utf-8", errors="strict"), strict_parsing=False))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadRequest(400, "the query string is not valid") from exc
+    variables: Any = params.get("variables")
+    if variables:
+        try:
+            variables = orjson.loads(variables)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(400, "variables must be a JSON object") from exc
+    return _request(params.get("query"), variables or None, params.get("operationName") or None)
+
+
+def _request(query: Any, variables: Any, operation_name: Any) -> Request:
+    if not isinstance(query, str) or not query:
+        raise BadRequest(400, "a request needs a query (a string)")
+    if variables is not None and not isinstance(variables, dict):
+        raise BadRequest(400, "variables must be a JSON object")
+    if operation_name is not None and not isinstance(operation_name, str):
+        raise BadRequest(400, "operationName must be a string")
+    return Request(query, variables, operation_name)
