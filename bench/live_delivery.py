@@ -33,7 +33,7 @@ import httpx
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.access.tokens import create_token
 from baton.store import migrate
-from baton.store.db import create_engine
+from baton.store.db import Database
 
 from .server import Server, bench_database, raise_open_files_limit, start_server, stop_server
 from .subscribers import WorkerResult, WorkerSpec, run_worker
@@ -510,15 +510,15 @@ def plan(args: argparse.Namespace) -> tuple[list[Level], list[str]]:
 
 
 async def prepare(database_url: str, logs: Path) -> Setup:
-    engine = create_engine(database_url)
+    await migrate.upgrade_url(database_url)
+    db = await Database.connect(database_url, min_size=1, max_size=1)
     try:
-        await migrate.upgrade(engine)
         tag = secrets.token_hex(3)
         requester, assignee = f"bench{tag}/requester", f"bench{tag}/watcher"
-        admin = await create_token(engine, ADMIN)
-        watcher = await create_token(engine, Principal(PrincipalKind.AGENT, assignee))
+        admin = await create_token(db, ADMIN)
+        watcher = await create_token(db, Principal(PrincipalKind.AGENT, assignee))
     finally:
-        await engine.dispose()
+        await db.close()
     return Setup(database_url, admin, watcher, requester, assignee, logs)
 
 

@@ -28,7 +28,7 @@ from baton.access.principals import Principal
 from baton.access.tokens import create_token
 from baton.service import TaskService
 from baton.store import migrate
-from baton.store.db import create_engine, libpq_url
+from baton.store.db import Database, create_engine, libpq_url
 from baton.store.embedded import create_database, start_embedded, stop_embedded
 from tests.helpers import World
 
@@ -66,8 +66,16 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture(scope="session")
-def service(engine: AsyncEngine) -> TaskService:
-    return TaskService(engine)
+async def db(database_url: str, engine: AsyncEngine) -> AsyncIterator[Database]:
+    """The request path's pool on the migrated test database (`engine` migrates it)."""
+    db = await Database.connect(database_url)
+    yield db
+    await db.close()
+
+
+@pytest.fixture(scope="session")
+def service(db: Database) -> TaskService:
+    return TaskService(db)
 
 
 @pytest.fixture
@@ -86,7 +94,7 @@ class LiveServer:
     """A real `baton serve` process; `token(principal)` mints a bearer token for it."""
 
     url: str
-    engine: AsyncEngine
+    db: Database
     process: subprocess.Popen[bytes]
 
     @property
@@ -94,7 +102,7 @@ class LiveServer:
         return f"{self.url}/graphql"
 
     async def token(self, principal: Principal) -> str:
-        return await create_token(self.engine, principal)
+        return await create_token(self.db, principal)
 
 
 def start_server(
@@ -135,10 +143,10 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="session")
 def live_server(
-    database_url: str, engine: AsyncEngine, tmp_path_factory: pytest.TempPathFactory
+    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     """`baton serve` on the session's test database, over real HTTP."""
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     url, process = start_server({"BATON_DATABASE_URL": database_url}, log)
-    yield LiveServer(url, engine, process)
+    yield LiveServer(url, db, process)
     stop_server(process)

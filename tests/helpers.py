@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from baton.access.gate import GateDecision
 from baton.access.principals import ADMIN, Principal, PrincipalKind
+from baton.access.tokens import create_token
 from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
+from baton.metrics import DB_STATEMENTS
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.service import HandOff, MoveArgs, TaskService
+from baton.store.db import Database
 from baton.store.records import TaskRecord
 
 
@@ -169,6 +174,15 @@ class World:
 ENGINE = Engine(schema, DEFAULT_LIMITS)
 
 
+async def mint(database_url: str, principal: Principal) -> str:
+    """A bearer token for `principal` in the database at `database_url`."""
+    db = await Database.connect(database_url, min_size=1, max_size=1)
+    try:
+        return await create_token(db, principal)
+    finally:
+        await db.close()
+
+
 async def execute(
     service: TaskService,
     principal: Principal,
@@ -198,3 +212,10 @@ async def execute_raw(
 ) -> Response:
     outcome = await ENGINE.execute(Request(query, variables), Context(principal, service))
     return Response(None if outcome.refused else outcome.data, outcome.errors)
+
+
+@contextmanager
+def counting_statements() -> Iterator[Callable[[], int]]:
+    """How many SQL statements the block sent (read the count inside or after it)."""
+    start = DB_STATEMENTS._value.get()
+    yield lambda: int(DB_STATEMENTS._value.get() - start)

@@ -14,8 +14,6 @@ from broadcaster import Broadcast
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -44,7 +42,7 @@ from baton.metrics import REGISTRY
 from baton.service import TaskService
 from baton.settings import Settings
 from baton.store import migrate
-from baton.store.db import create_engine, libpq_url
+from baton.store.db import Database, libpq_url
 from baton.store.embedded import start_embedded
 from baton.web.graphql_http import GraphQLHTTP
 
@@ -55,7 +53,7 @@ log = logging.getLogger("baton")
 class Runtime:
     """What the lifespan builds and the handlers share."""
 
-    engine: AsyncEngine
+    db: Database
     service: TaskService
     hub: EventHub
 
@@ -189,26 +187,26 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     runtime: dict[str, Runtime] = {}
 
     async def resolve(token: str) -> Principal | None:
-        return await principal_for(runtime["current"].engine, token)
+        return await principal_for(runtime["current"].db, token)
 
     tokens = TokenCache(resolve)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         url = await asyncio.to_thread(database_url, settings)
-        engine = create_engine(url)
         if run_migrations:
-            await migrate.upgrade(engine)
+            await migrate.upgrade_url(url)
+        db = await Database.connect(url)
         broadcast = Broadcast(backend=make_backend(settings.broadcast_url or libpq_url(url)))
-        hub = EventHub(engine, broadcast, poll_interval=settings.poll_seconds)
+        hub = EventHub(db, broadcast, poll_interval=settings.poll_seconds)
         await hub.start()
-        service = TaskService(engine, on_commit=hub.publish)
-        runtime["current"] = Runtime(engine=engine, service=service, hub=hub)
+        service = TaskService(db, on_commit=hub.publish)
+        runtime["current"] = Runtime(db=db, service=service, hub=hub)
         try:
             yield
         finally:
             await hub.stop()
-            await engine.dispose()
+            await db.close()
 
     graphql = BatonGraphQL(runtime, tokens)
 
@@ -222,9 +220,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
         if rt is None:
             return JSONResponse({"status": "starting"}, 503)
         try:
-            async with rt.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-            current = await migrate.current_revision(rt.engine)
+            current = await migrate.current_revision(rt.db)
         except Exception as exc:  # any failure to reach the database means "not ready"
             return JSONResponse({"status": "unavailable", "reason": str(exc)[:200]}, 503)
         if current != head:
@@ -234,7 +230,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
-    engine = Engine(schema, DEFAULT_LIMITS)
+    engine = Engine(schema, DEFAULT_LIMITS)  # the GraphQL engine (no database in it)
 
     def http_context(scope: Scope) -> Context:
         rt = runtime["current"]

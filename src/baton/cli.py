@@ -37,15 +37,16 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 def _migrate(args: argparse.Namespace, settings: Settings) -> int:
     from baton.app import database_url
     from baton.store import migrate
-    from baton.store.db import create_engine
+    from baton.store.db import Database
 
     async def run() -> str | None:
-        engine = create_engine(database_url(settings))
+        url = database_url(settings)
+        await migrate.upgrade_url(url)
+        db = await Database.connect(url, min_size=1, max_size=1)
         try:
-            await migrate.upgrade(engine)
-            return await migrate.current_revision(engine)
+            return await migrate.current_revision(db)
         finally:
-            await engine.dispose()
+            await db.close()
 
     print(f"database at revision {asyncio.run(run())}", file=sys.stderr)
     return 0
@@ -57,7 +58,7 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
     from baton.app import database_url
     from baton.errors import InvalidInput
     from baton.store import migrate
-    from baton.store.db import create_engine
+    from baton.store.db import Database
 
     try:
         principal = Principal.parse(args.principal, admin=args.admin)
@@ -66,12 +67,13 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
         return 2
 
     async def run() -> str:
-        engine = create_engine(database_url(settings))
+        url = database_url(settings)
+        await migrate.upgrade_url(url)
+        db = await Database.connect(url, min_size=1, max_size=1)
         try:
-            await migrate.upgrade(engine)
-            return await create_token(engine, principal)
+            return await create_token(db, principal)
         finally:
-            await engine.dispose()
+            await db.close()
 
     print(asyncio.run(run()))
     return 0

@@ -59,3 +59,9 @@ class DuplicateTask(BatonError):
     def __init__(self, id: str) -> None:
         super().__init__(f"a task with id {id!r} exists with different input")
         self.id = id
+
+
+class Unavailable(BatonError):
+    """The database cannot answer now (down, or every connection busy): try again later."""
+
+    code = "unavailable"

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
-
-from sqlalchemy import Table, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from baton.access.gate import GateDecision, GateRule, check_rule_globs
 from baton.access.principals import Principal, PrincipalKind
 from baton.errors import Forbidden, InvalidInput, NotFound
 from baton.protocol import task_object
 from baton.protocol.task_object import DeliverableType
-from baton.store.tables import GateRuleRow
+from baton.store.db import Connection, Database
 
-RULES = cast(Table, GateRuleRow.__table__)  # type: ignore[attr-defined]  # set by SQLModel
+_COLUMNS = "id, owner, requester, project, deliverable_types, decision, priority"
 
 
-def _rule(row: Any) -> GateRule:
+def _rule(row: Mapping[str, Any]) -> GateRule:
     return GateRule(
         id=row["id"],
         owner=row["owner"],
@@ -44,20 +41,21 @@ def _rule_owner(principal: Principal, owner: str | None) -> str:
     return principal.handle
 
 
-async def rules_of(conn: AsyncConnection, owner: str) -> list[GateRule]:
-    """An owner's rules in the order the gate tries them."""
-    rows = await conn.execute(select(RULES).where(RULES.c.owner == owner))
-    return sorted((_rule(r) for r in rows.mappings()), key=lambda r: (-r.priority, r.id))
-
-
 class GateRules:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def of(self, owner: str) -> list[GateRule]:
+        """An owner's rules in the order the gate tries them (higher priority first, older
+        first on a tie)."""
+        rows = await self.db.fetch(
+            f"SELECT {_COLUMNS} FROM gate_rules WHERE owner = $1 ORDER BY priority DESC, id",
+            owner,
+        )
+        return [_rule(r) for r in rows]
 
     async def list(self, principal: Principal, owner: str | None) -> list[GateRule]:
-        owner = _rule_owner(principal, owner)
-        async with self.engine.connect() as conn:
-            return await rules_of(conn, owner)
+        return await self.of(_rule_owner(principal, owner))
 
     async def set(
         self,
@@ -74,33 +72,45 @@ class GateRules:
         """Add a rule, or replace rule `rule_id`."""
         owner = _rule_owner(principal, owner)
         check_rule_globs(requester, project)
-        values = {
-            "owner": owner,
-            "requester": requester,
-            "project": project,
-            "deliverable_types": sorted({d.value for d in deliverable_types}),
-            "decision": decision.value,
-            "priority": priority,
-        }
-        async with self.engine.begin() as conn:
+        values = (
+            owner,
+            requester,
+            project,
+            sorted({d.value for d in deliverable_types}),
+            decision.value,
+            priority,
+        )
+        async with self.db.transaction() as conn:
             if rule_id is None:
-                added = await conn.execute(insert(RULES).values(**values).returning(RULES))
-                return _rule(added.mappings().one())
+                added = await conn.fetchrow(
+                    "INSERT INTO gate_rules (owner, requester, project, deliverable_types, "
+                    f"decision, priority) VALUES ($1, $2, $3, $4, $5, $6) RETURNING {_COLUMNS}",
+                    *values,
+                )
+                assert added is not None
+                return _rule(added)
             await self._owned(conn, principal, rule_id)
-            replaced = await conn.execute(
-                RULES.update().where(RULES.c.id == rule_id).values(**values).returning(RULES)
+            replaced = await conn.fetchrow(
+                "UPDATE gate_rules SET owner = $1, requester = $2, project = $3, "
+                "deliverable_types = $4, decision = $5, priority = $6 "
+                f"WHERE id = $7 RETURNING {_COLUMNS}",
+                *values,
+                rule_id,
             )
-            return _rule(replaced.mappings().one())
+            assert replaced is not None  # locked by `_owned` in this transaction
+            return _rule(replaced)
 
     async def delete(self, principal: Principal, rule_id: int) -> GateRule:
-        async with self.engine.begin() as conn:
+        async with self.db.transaction() as conn:
             rule = await self._owned(conn, principal, rule_id)
-            await conn.execute(delete(RULES).where(RULES.c.id == rule_id))
+            await conn.execute("DELETE FROM gate_rules WHERE id = $1", rule_id)
         return rule
 
     @staticmethod
-    async def _owned(conn: AsyncConnection, principal: Principal, rule_id: int) -> GateRule:
-        row = (await conn.execute(select(RULES).where(RULES.c.id == rule_id))).mappings().first()
+    async def _owned(conn: Connection, principal: Principal, rule_id: int) -> GateRule:
+        row = await conn.fetchrow(
+            f"SELECT {_COLUMNS} FROM gate_rules WHERE id = $1 FOR UPDATE", rule_id
+        )
         if row is None or not (principal.is_admin or principal.owner == row["owner"]):
             raise NotFound("gate rule", str(rule_id))
         if principal.kind is PrincipalKind.AGENT:

@@ -30,3 +30,8 @@ DELIVERY_LAG = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
+DB_STATEMENTS = Counter(
+    "baton_db_statements",
+    "SQL statements sent to PostgreSQL (each one round trip; BEGIN and COMMIT included).",
+    registry=REGISTRY,
+)

@@ -1,6 +1,10 @@
 """The handoff service: who may do what, input checks, and the permission gate.
 
-Thin resolvers call this; this calls the store. Every operation is one transaction.
+Thin resolvers call this; this calls the store. A move is one guarded statement: the store
+checks in SQL what the table and the caller's role require and writes only if all holds. When
+nothing was written, the service reads the task and says why, with the same Python rules
+(`check_move`, `may_act_as`); if those say the move is allowed after all, another change won a
+race in between, and the move is tried again.
 """
 
 from __future__ import annotations
@@ -10,11 +14,9 @@ import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from baton.access.gate import DECISION_MOVES, GateDecision, decide
 from baton.access.principals import Principal, PrincipalKind
@@ -26,13 +28,14 @@ from baton.errors import (
     NotFound,
     VersionConflict,
 )
-from baton.gate_rules import GateRules, rules_of
+from baton.gate_rules import GateRules
 from baton.protocol import task_object
 from baton.protocol.handoff import (
     AFTER_VERIFYING,
     CHECKPOINT_STATES,
     HANDOFF,
     REQUIRES_REASON,
+    REQUIRES_WAITING_ON,
     SETS_WAITING_ON,
     Actor,
     MoveName,
@@ -44,6 +47,7 @@ from baton.protocol.handoff import (
 )
 from baton.protocol.task_object import DeliverableType
 from baton.store import tasks as store
+from baton.store.db import Connection, Database
 from baton.store.records import EventRecord, TaskRecord
 
 MAX_REASON = 2000
@@ -93,33 +97,33 @@ def _new_id() -> str:
 
 
 class TaskReader:
-    """Read-only queries, each on its own short connection."""
+    """Read-only queries, each on a short-lived pooled connection."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     async def visible_by_ids(self, principal: Principal, ids: Sequence[str]) -> list[TaskRecord]:
-        async with self.engine.connect() as conn:
+        async with self.db.connection() as conn:
             return await store.visible_by_ids(conn, principal, ids)
 
     async def dependents_of(self, principal: Principal, ids: Sequence[str]) -> list[TaskRecord]:
-        async with self.engine.connect() as conn:
+        async with self.db.connection() as conn:
             return await store.dependents_of(conn, principal, ids)
 
     async def page(
         self, principal: Principal, query: store.TaskQuery, first: int, after: str | None
     ) -> tuple[list[TaskRecord], bool]:
-        async with self.engine.connect() as conn:
+        async with self.db.connection() as conn:
             return await store.page(conn, principal, query, first, after)
 
     async def count(self, principal: Principal, query: store.TaskQuery) -> int:
-        async with self.engine.connect() as conn:
+        async with self.db.connection() as conn:
             return await store.count(conn, principal, query)
 
     async def events_of_many(
         self, task_ids: Sequence[str], first: int, after: int | None
     ) -> dict[str, tuple[list[EventRecord], bool]]:
-        async with self.engine.connect() as conn:
+        async with self.db.connection() as conn:
             return await store.events_of_many(conn, task_ids, first, after)
 
 
@@ -127,9 +131,9 @@ Publish = Callable[[int], Awaitable[None]]
 
 
 class TaskService(TaskReader):
-    def __init__(self, engine: AsyncEngine, *, on_commit: Publish | None = None) -> None:
-        super().__init__(engine)
-        self.rules = GateRules(engine)
+    def __init__(self, db: Database, *, on_commit: Publish | None = None) -> None:
+        super().__init__(db)
+        self.rules = GateRules(db)
         # Told the newest event id after every commit that appended events (live wake-ups).
         self.on_commit = on_commit
 
@@ -141,12 +145,11 @@ class TaskService(TaskReader):
     # --- reading --------------------------------------------------------------------------
 
     async def get(self, principal: Principal, task_id: str) -> TaskRecord:
-        async with self.engine.connect() as conn:
+        async with self.db.connection() as conn:
             return await self._visible(conn, principal, task_id)
 
-    async def _visible(
-        self, conn: AsyncConnection, principal: Principal, task_id: str
-    ) -> TaskRecord:
+    @staticmethod
+    async def _visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord:
         task = await store.load(conn, task_id)
         if task is None or not principal.sees(requester=task.requester, assignee=task.assignee):
             raise NotFound("task", task_id)
@@ -183,33 +186,28 @@ class TaskService(TaskReader):
             verification=h.verification.value,
             input_digest=digest,
         )
-        async with self.engine.begin() as conn:
+        # The gate reads the rules first, outside the transaction: a rule that changes while
+        # the task is being created is one that changed just after it.
+        decision = DECISION_MOVES[await self._gate(h)]
+        async with self.db.transaction() as conn:
             created = await store.insert(conn, new, principal.handle)
             if created is None:
                 existing = await store.load(conn, task_id)
                 if existing is None or existing.input_digest != digest:
                     raise DuplicateTask(task_id)
                 return Outcome(existing, [])
-            outcome = await self._gate_move(conn, principal, h, created)
-        return await self._committed(outcome)
+            events = [created]
+            if decision is not None:
+                gate = change_for(decision, MoveArgs(), by_server=True)
+                moved = await store.change(conn, task_id, gate, principal, expected_version=None)
+                assert moved, "a task inserted in this transaction cannot race"
+                events.append(moved)
+        return await self._committed(Outcome(events[-1].task, events))
 
-    async def _gate_move(
-        self, conn: AsyncConnection, principal: Principal, h: HandOff, created: EventRecord
-    ) -> Outcome:
-        """The gate decides in the hand-off's own transaction."""
-        events = [created]
-        name = DECISION_MOVES[await self._gate(conn, h)]
-        if name is not None:
-            moved = await self._apply(conn, principal, name, created.task, MoveArgs())
-            assert moved, "a task inserted in this transaction cannot race"
-            events += moved
-        return Outcome(events[-1].task, events)
-
-    async def _gate(self, conn: AsyncConnection, h: HandOff) -> GateDecision:
+    async def _gate(self, h: HandOff) -> GateDecision:
         owner = h.assignee.split("/", 1)[0]
-        rules = await rules_of(conn, owner)
         return decide(
-            rules,
+            await self.rules.of(owner),
             requester=h.requester,
             assignee=h.assignee,
             project=h.project,
@@ -228,30 +226,95 @@ class TaskService(TaskReader):
         args: MoveArgs = MoveArgs(),
     ) -> Outcome:
         _check_args(name, args)
+        change = change_for(name, args)
+        if name is MoveName.SUBMIT_RESULT:
+            change = replace(change, result=self._result(principal, args))
         for _ in range(RACE_RETRIES):
-            async with self.engine.begin() as conn:
-                task = await self._checked(conn, principal, name, task_id, expected_version)
-                events = await self._apply(conn, principal, name, task, args)
+            if name is MoveName.SUBMIT_RESULT:
+                events = await self._submit(
+                    principal, task_id, change, expected_version, args.reason
+                )
+            else:
+                async with self.db.connection() as conn:
+                    event = await store.change(
+                        conn,
+                        task_id,
+                        change,
+                        principal,
+                        expected_version=expected_version,
+                        reason=args.reason,
+                    )
+                events = [event] if event is not None else []
             if events:
                 return await self._committed(Outcome(events[-1].task, events))
-        raise await self._kept_changing(principal, task)
+            await self._why_not(principal, task_id, expected_version, name=name)
+        raise await self._kept_changing(principal, task_id, expected_version)
 
-    async def _kept_changing(self, principal: Principal, seen: TaskRecord) -> VersionConflict:
-        """Every retry lost a race: report the version last read against the current one."""
-        current = await self.get(principal, seen.id)
-        return VersionConflict(seen.version, current.version)
-
-    async def _checked(
+    async def _submit(
         self,
-        conn: AsyncConnection,
         principal: Principal,
-        name: MoveName,
+        task_id: str,
+        change: store.Change,
+        expected_version: int | None,
+        reason: str | None,
+    ) -> list[EventRecord]:
+        """A returned result, and what a passing one leads to in the same transaction."""
+        async with self.db.transaction() as conn:
+            submitted = await store.change(
+                conn, task_id, change, principal, expected_version=expected_version, reason=reason
+            )
+            if submitted is None:
+                return []
+            follow = AFTER_VERIFYING[submitted.task.verification]
+            if follow is None:
+                return [submitted]
+            # The result's evidence passed the schema check: verification passes today.
+            then = change_for(follow, MoveArgs(), by_server=True)
+            followed = await store.change(conn, task_id, then, principal, expected_version=None)
+            assert followed is not None, "the row is locked by this transaction"
+            return [submitted, followed]
+
+    @staticmethod
+    def _result(principal: Principal, args: MoveArgs) -> dict[str, Any]:
+        """The result to store; the store adds `returned_by` (the caller's agent, or the
+        task's assignee when an owner or admin submits on its behalf)."""
+        if args.result is None:
+            raise InvalidInput("result", "submitResult needs a result")
+        result = {**args.result, "returned_at": _now_iso()}
+        # Checked with a stand-in `returned_by` of the right shape: the real one is a handle
+        # that was checked when the task was handed off.
+        agent = principal.handle if principal.kind is PrincipalKind.AGENT else "owner/agent"
+        task_object.check("result", {**result, "returned_by": agent}, "result")
+        return result
+
+    async def _why_not(
+        self,
+        principal: Principal,
         task_id: str,
         expected_version: int | None,
-    ) -> TaskRecord:
-        task = await self._visible(conn, principal, task_id)
+        *,
+        name: MoveName | None = None,
+    ) -> None:
+        """Raise the error that explains why a change wrote nothing, or return when it would
+        be allowed now (it lost a race)."""
+        async with self.db.connection() as conn:
+            task = await self._visible(conn, principal, task_id)
         if expected_version is not None and expected_version != task.version:
             raise VersionConflict(expected_version, task.version)
+        if name is None:  # a checkpoint
+            if task.state not in CHECKPOINT_STATES:
+                refusal = InvalidMove(
+                    task.state.value,
+                    "SAVE_CHECKPOINT",
+                    f"saveCheckpoint is not allowed from state {task.state.value}",
+                )
+                refusal.allowed_moves = tuple(m.value for m in self.allowed_moves(principal, task))
+                raise refusal
+            if not principal.may_act_as(
+                Actor.ASSIGNEE, requester=task.requester, assignee=task.assignee
+            ):
+                raise Forbidden("only the assignee side may save a checkpoint")
+            return
         try:
             move = check_move(task.state, task.waiting_on, name)
         except InvalidMove as refusal:
@@ -259,56 +322,14 @@ class TaskService(TaskReader):
             raise
         if not _may(principal, move, task):
             raise Forbidden(f"{principal.handle} may not {move.mutation} on task {task.id}")
-        return task
 
-    async def _apply(
-        self,
-        conn: AsyncConnection,
-        principal: Principal,
-        name: MoveName,
-        task: TaskRecord,
-        args: MoveArgs,
-    ) -> list[EventRecord]:
-        """Apply the move and what follows from it; [] when the task changed under us."""
-        actor = principal.handle
-        target = check_move(task.state, task.waiting_on, name).target
-        result = None
-        if name is MoveName.SUBMIT_RESULT:
-            result = self._returned_result(principal, task, args)
-        first = await store.move(
-            conn,
-            task,
-            name,
-            target,
-            actor=actor,
-            waiting_on=_waiting_on(name, args),
-            result=result,
-            clear_result=target is TaskState.working and task.state is not TaskState.waiting,
-            reason=args.reason,
-        )
-        if first is None:
-            return []
-        events = [first]
-        follow = AFTER_VERIFYING[task.verification] if name is MoveName.SUBMIT_RESULT else None
-        if follow is not None:
-            # The result's evidence passed the schema check above: verification passes today.
-            moved = first.task
-            then = check_move(moved.state, None, follow).target
-            second = await store.move(conn, moved, follow, then, actor=actor)
-            assert second is not None, "the row is locked by this transaction"
-            events.append(second)
-        return events
-
-    @staticmethod
-    def _returned_result(principal: Principal, task: TaskRecord, args: MoveArgs) -> dict[str, Any]:
-        if args.result is None:
-            raise InvalidInput("result", "submitResult needs a result")
-        # The caller's agent; an owner or admin submitting on its behalf returns as the assignee.
-        agent = principal.kind is PrincipalKind.AGENT
-        returned_by = principal.handle if agent else task.assignee
-        result = {**args.result, "returned_by": returned_by, "returned_at": _now_iso()}
-        task_object.check("result", result, "result")
-        return result
+    async def _kept_changing(
+        self, principal: Principal, task_id: str, expected_version: int | None
+    ) -> VersionConflict:
+        """Every try lost a race: report the version the caller had (or the one before the
+        last change) against the current one."""
+        current = await self.get(principal, task_id)
+        return VersionConflict(expected_version or current.version - 1, current.version)
 
     async def save_checkpoint(
         self,
@@ -319,29 +340,39 @@ class TaskService(TaskReader):
         expected_version: int | None = None,
     ) -> Outcome:
         task_object.check("checkpoint", checkpoint, "checkpoint")
+        change = store.Change(
+            kind="checkpoint_saved",
+            sources=CHECKPOINT_STATES,
+            actor=Actor.ASSIGNEE,
+            checkpoint=checkpoint,
+        )
         for _ in range(RACE_RETRIES):
-            async with self.engine.begin() as conn:
-                task = await self._visible(conn, principal, task_id)
-                if expected_version is not None and expected_version != task.version:
-                    raise VersionConflict(expected_version, task.version)
-                if task.state not in CHECKPOINT_STATES:
-                    refusal = InvalidMove(
-                        task.state.value,
-                        "SAVE_CHECKPOINT",
-                        f"saveCheckpoint is not allowed from state {task.state.value}",
-                    )
-                    refusal.allowed_moves = tuple(
-                        m.value for m in self.allowed_moves(principal, task)
-                    )
-                    raise refusal
-                if not principal.may_act_as(
-                    Actor.ASSIGNEE, requester=task.requester, assignee=task.assignee
-                ):
-                    raise Forbidden("only the assignee side may save a checkpoint")
-                event = await store.save_checkpoint(conn, task, checkpoint, actor=principal.handle)
+            async with self.db.connection() as conn:
+                event = await store.change(
+                    conn, task_id, change, principal, expected_version=expected_version
+                )
             if event is not None:
                 return await self._committed(Outcome(event.task, [event]))
-        raise await self._kept_changing(principal, task)
+            await self._why_not(principal, task_id, expected_version)
+        raise await self._kept_changing(principal, task_id, expected_version)
+
+
+def change_for(name: MoveName, args: MoveArgs, *, by_server: bool = False) -> store.Change:
+    """The guarded change a move makes, read off the table and the rules beside it."""
+    moves = [m for m in HANDOFF.moves if m.name is name]
+    target = moves[0].target
+    assert all(m.target is target for m in moves), "a move name has one target"
+    return store.Change(
+        kind="moved",
+        sources=frozenset(m.source for m in moves),
+        move=name,
+        target=target,
+        waiting_on=_waiting_on(name, args),
+        requires_waiting_on=REQUIRES_WAITING_ON.get(name),
+        actor=None if by_server else moves[0].actor,
+        # Work that goes back to `working` drops the result it returned.
+        clears_result=target is TaskState.working,
+    )
 
 
 def _may(principal: Principal, move: Any, task: TaskRecord) -> bool:

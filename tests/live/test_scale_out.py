@@ -16,11 +16,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.access.principals import ADMIN
-from baton.access.tokens import create_token
 from baton.store import migrate
 from baton.store.db import create_engine
 from baton.store.embedded import create_database, start_embedded
-from tests.helpers import agent
+from tests.helpers import agent, mint
 from tests.live.client import TASK_EVENTS, HTTPClient, WSClient, hand_off_via, move_mutation
 from tests.live.cluster import (
     REDIS_SERVER,
@@ -67,8 +66,9 @@ def redis(tmp_path: Path) -> Iterator[RedisProcess]:
 class Scenario:
     """A subscriber on server A; writes through server B; the committed log as the oracle."""
 
-    def __init__(self, cluster: Cluster, engine: AsyncEngine) -> None:
+    def __init__(self, cluster: Cluster, url: str, engine: AsyncEngine) -> None:
         self.cluster = cluster
+        self.url = url
         self.engine = engine
         self.tag = secrets.token_hex(3)
         self.project = f"s{self.tag}"
@@ -76,9 +76,9 @@ class Scenario:
         self.assignee = f"o{self.tag}/a"
 
     async def open(self) -> None:
-        token = await create_token(self.engine, ADMIN)
+        token = await mint(self.url, ADMIN)
         self.writer = HTTPClient(self.cluster.urls[1], token)
-        watcher = await create_token(self.engine, agent(self.assignee))
+        watcher = await mint(self.url, agent(self.assignee))
         self.ws = await WSClient.open(self.cluster.urls[0], watcher, "graphql-transport-ws")
         await self.ws.subscribe(TASK_EVENTS, {"filter": {"projects": [self.project]}, "after": "0"})
 
@@ -128,7 +128,7 @@ async def cluster_for(own_database: tuple[str, AsyncEngine], tmp_path: Path) -> 
         if broadcast_url is not None:
             env["BATON_BROADCAST_URL"] = broadcast_url
         cluster = await asyncio.to_thread(Cluster.start, 2, env, tmp_path)
-        scenario = Scenario(cluster, engine)
+        scenario = Scenario(cluster, url, engine)
         started.append((cluster, scenario))
         await scenario.open()
         return scenario

@@ -181,3 +181,27 @@ async def test_a_subscriber_never_receives_events_of_tasks_it_cannot_read(
     mine = await hand_off(await http_for(ours.roles["requester"]), ours)
     received = [e["taskEvents"] for e in await watcher.collect(2)]
     assert {e["taskId"] for e in received} == {mine["task"]["id"]}
+
+
+async def test_without_a_cursor_a_subscriber_gets_only_what_commits_after_it_joined(
+    world: World, ws_for: OpenWS, http_for: OpenHTTP
+) -> None:
+    """Also after a stretch with no subscribers at all, when the server stops reading the
+    log: the first to join again starts from the log's end, not from where reading stopped."""
+    requester = await http_for(world.roles["requester"])
+    earlier = (await hand_off(requester, world))["task"]["id"]
+    await move(await http_for(world.roles["assignee"]), "acceptTask", earlier)
+    ws = await ws_for(world.roles["requester"], "graphql-transport-ws")
+    await ws.subscribe(TASK_EVENTS, {"filter": {"projects": [world.project]}})
+    # Hand off until the subscription shows it is listening; whatever it then received was
+    # committed after it joined, none of it the earlier task's.
+    later: set[str] = set()
+    received: list[dict[str, Any]] = []
+    while not received:
+        later.add((await hand_off(requester, world))["task"]["id"])
+        try:
+            received.append(await ws.next(wait=1))
+        except TimeoutError:
+            continue
+    received += await ws.collect(2 * len(later) - 1)
+    assert {e["taskEvents"]["taskId"] for e in received} <= later

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter
 
 from sqlalchemy import text
@@ -71,3 +72,31 @@ async def test_racing_accept_and_cancel_leave_one_consistent_outcome(
         )
         assert after.version == task.version + successes
         assert await _event_count(engine, task.id) == after.version
+
+
+async def test_under_racing_moves_every_event_starts_where_the_last_one_ended(
+    service: TaskService, engine: AsyncEngine, world: World
+) -> None:
+    """A cancel that waits on another move's row lock records the state it really left."""
+    pause = (
+        """mutation($id: ID!) { pauseTask(input: {id: $id, waitingOn: human}) { __typename } }"""
+    )
+    for _ in range(8):
+        task = await world.task_in(TaskState.working)
+        await asyncio.gather(
+            execute(service, world.roles["assignee"], pause, {"id": task.id}),
+            execute(service, world.roles["requester"], CANCEL, {"id": task.id}),
+        )
+        async with engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        "SELECT from_state, to_state, version FROM task_events"
+                        " WHERE task_id = :id ORDER BY id"
+                    ),
+                    {"id": task.id},
+                )
+            ).all()
+        for earlier, later in itertools.pairwise(rows):
+            assert later.from_state in (earlier.to_state, None), rows
+            assert later.version == earlier.version + 1, rows

@@ -16,6 +16,28 @@ class PrincipalKind(StrEnum):
     ADMIN = "ADMIN"
 
 
+class Side(StrEnum):
+    """Which of a task's two agents a role is about."""
+
+    REQUESTER = "requester"
+    ASSIGNEE = "assignee"
+
+
+class Reach(StrEnum):
+    ACTS_FOR = "acts_for"  # the agent itself, its owner, or admin
+    OWNS = "owns"  # the agent's owner (not the agent), or admin
+
+
+# Who fills each protocol role, as data: `may_act_as` and the store's SQL guards both read it.
+ROLES: dict[Actor, tuple[Side, Reach]] = {
+    Actor.GATE: (Side.ASSIGNEE, Reach.OWNS),
+    Actor.ASSIGNEE: (Side.ASSIGNEE, Reach.ACTS_FOR),
+    Actor.VERIFIER: (Side.REQUESTER, Reach.ACTS_FOR),
+    Actor.REQUESTER: (Side.REQUESTER, Reach.ACTS_FOR),
+    Actor.REQUESTER_OWNER: (Side.REQUESTER, Reach.OWNS),
+}
+
+
 def owner_of(agent: str) -> str:
     return agent.split("/", 1)[0]
 
@@ -66,15 +88,9 @@ class Principal:
 
     def may_act_as(self, actor: Actor, *, requester: str, assignee: str) -> bool:
         """Whether this principal fills the protocol role `actor` on a task."""
-        match actor:
-            case Actor.GATE:
-                return self.owns(assignee)
-            case Actor.ASSIGNEE:
-                return self.acts_for(assignee)
-            case Actor.VERIFIER | Actor.REQUESTER:
-                return self.acts_for(requester)
-            case Actor.REQUESTER_OWNER:
-                return self.owns(requester)
+        side, reach = ROLES[actor]
+        agent = requester if side is Side.REQUESTER else assignee
+        return self.acts_for(agent) if reach is Reach.ACTS_FOR else self.owns(agent)
 
     def sees(self, *, requester: str, assignee: str) -> bool:
         return self.acts_for(requester) or self.acts_for(assignee)

@@ -8,11 +8,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from baton.access.principals import Principal, PrincipalKind
-from baton.store.tables import ApiTokenRow
+from baton.store.db import Database
 
 PREFIX = "baton_"
 
@@ -21,29 +18,24 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def create_token(engine: AsyncEngine, principal: Principal) -> str:
+async def create_token(db: Database, principal: Principal) -> str:
     token = PREFIX + secrets.token_urlsafe(32)
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(ApiTokenRow).values(
-                token_hash=digest(token), kind=principal.kind.value, handle=principal.handle
-            )
-        )
+    await db.execute(
+        "INSERT INTO api_tokens (token_hash, kind, handle) VALUES ($1, $2, $3)",
+        digest(token),
+        principal.kind.value,
+        principal.handle,
+    )
     return token
 
 
-async def principal_for(engine: AsyncEngine, token: str) -> Principal | None:
+async def principal_for(db: Database, token: str) -> Principal | None:
     """The principal a bearer token acts as, or None when it is unknown."""
     if not token.startswith(PREFIX) or len(token) > 200:
         return None
-    async with engine.connect() as conn:
-        row = (
-            await conn.execute(
-                select(ApiTokenRow.kind, ApiTokenRow.handle).where(  # type: ignore[call-overload]
-                    ApiTokenRow.token_hash == digest(token)
-                )
-            )
-        ).first()
+    row = await db.fetchrow(
+        "SELECT kind, handle FROM api_tokens WHERE token_hash = $1", digest(token)
+    )
     if row is None:
         return None
-    return Principal(PrincipalKind(row.kind), row.handle)
+    return Principal(PrincipalKind(row["kind"]), row["handle"])

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_
-
 from baton.access.principals import Principal
 from baton.protocol.handoff import TaskState
 from baton.store.records import EventRecord
-from baton.store.tasks import EVENTS, TASKS, visible_to
+from baton.store.sql import Params
+from baton.store.tasks import visible_sql
 
 
 @dataclass(frozen=True)
@@ -37,19 +36,20 @@ class EventFilter:
             and (self.assignee is None or task.assignee == self.assignee)
         )
 
-    def where(self, principal: Principal) -> ColumnElement[bool]:
-        """The same conditions over `task_events` joined to `tasks`."""
-        clauses: list[ColumnElement[bool]] = [visible_to(principal)]
+    def where(self, principal: Principal, p: Params) -> str:
+        """The same conditions in SQL, over `task_events e` joined to `tasks t`."""
+        clauses = [f"({visible_sql(principal, p)})"]
         if self.task_ids is not None:
-            clauses.append(EVENTS.c.task_id.in_(sorted(self.task_ids)))
+            clauses.append(f"e.task_id = ANY({p(sorted(self.task_ids))}::text[])")
         if self.projects is not None:
-            clauses.append(TASKS.c.project.in_(sorted(self.projects)))
+            clauses.append(f"t.project = ANY({p(sorted(self.projects))}::text[])")
         if self.kinds is not None:
-            clauses.append(EVENTS.c.kind.in_(sorted(self.kinds)))
+            clauses.append(f"e.kind = ANY({p(sorted(self.kinds))}::text[])")
         if self.states is not None:
-            clauses.append(EVENTS.c.to_state.in_(sorted(s.value for s in self.states)))
+            states = sorted(s.value for s in self.states)
+            clauses.append(f"e.to_state = ANY({p(states)}::text[])")
         if self.requester is not None:
-            clauses.append(TASKS.c.requester == self.requester)
+            clauses.append(f"t.requester = {p(self.requester)}")
         if self.assignee is not None:
-            clauses.append(TASKS.c.assignee == self.assignee)
-        return and_(*clauses)
+            clauses.append(f"t.assignee = {p(self.assignee)}")
+        return " AND ".join(clauses)

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from broadcaster import Broadcast
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.access.principals import Principal
 from baton.live.filters import EventFilter
 from baton.metrics import DELIVERY_LAG, EVENTS_DELIVERED, LIVE_SUBSCRIPTIONS
+from baton.store import tasks as store
+from baton.store.db import Database
 from baton.store.records import EventRecord
-from baton.store.tasks import EVENTS, TASKS
+from baton.store.sql import Params
 
 log = logging.getLogger("baton.live")
 
@@ -54,13 +54,14 @@ class Subscriber:
 
 
 class EventHub:
-    def __init__(
-        self, engine: AsyncEngine, broadcast: Broadcast, *, poll_interval: float = 1.0
-    ) -> None:
-        self.engine = engine
+    def __init__(self, db: Database, broadcast: Broadcast, *, poll_interval: float = 1.0) -> None:
+        self.db = db
         self.broadcast = broadcast
         self.poll_interval = poll_interval
         self.position = 0
+        # True once the reader skipped reading because nobody listened: `position` may then be
+        # behind the log, and must be brought forward before the next subscriber joins.
+        self._stale = False
         self._subscribers: set[Subscriber] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -70,9 +71,8 @@ class EventHub:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        async with self.engine.connect() as conn:
-            latest = (await conn.execute(select(func.max(EVENTS.c.id)))).scalar()
-        self.position = int(latest or 0)
+        async with self.db.connection() as conn:
+            self.position = await store.newest_event_id(conn)
         await self.broadcast.connect()
         self._tasks = [
             asyncio.create_task(self._listen(), name="baton-hub-listen"),
@@ -143,6 +143,9 @@ class EventHub:
                 self._wake.set()
 
     async def _read_new(self) -> None:
+        if not self._subscribers:
+            self._stale = True  # nobody to deliver to: no need to read the log
+            return
         while True:
             events = await self.read_after(self.position, BATCH)
             if not events:
@@ -165,29 +168,29 @@ class EventHub:
         principal: Principal | None = None,
         where: EventFilter | None = None,
     ) -> list[EventRecord]:
-        statement = select(EVENTS).where(EVENTS.c.id > cursor)
-        if principal is not None and where is not None:
-            statement = (
-                select(EVENTS)
-                .join(TASKS, TASKS.c.id == EVENTS.c.task_id)
-                .where(EVENTS.c.id > cursor, where.where(principal))
-            )
-        statement = statement.order_by(EVENTS.c.id).limit(limit)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(statement)).mappings()
-            return [EventRecord.from_mapping(r) for r in rows]
+        async with self.db.connection() as conn:
+            if principal is None or where is None:
+                return await store.events_after(conn, cursor, limit)
+            p = Params(start=2)  # $1 and $2 are the cursor and the limit
+            condition = where.where(principal, p)
+            return await store.events_after(conn, cursor, limit, condition, p.values)
 
     async def last_event_of(self, task_id: str) -> int:
-        async with self.engine.connect() as conn:
-            latest = await conn.execute(
-                select(func.max(EVENTS.c.id)).where(EVENTS.c.task_id == task_id)
-            )
-            return int(latest.scalar() or 0)
+        async with self.db.connection() as conn:
+            return await store.newest_event_id(conn, task_id)
 
     # --- streams --------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def _subscribed(self) -> AsyncIterator[Subscriber]:
+        if self._stale:
+            # Bring the position up to the log before registering: from here on, the reader
+            # delivers everything after it, and a replaying subscriber reads the rest itself.
+            async with self.db.connection() as conn:
+                newest = await store.newest_event_id(conn)
+            if self._stale:
+                self.position = max(self.position, newest)
+                self._stale = False
         subscriber = Subscriber()
         self._subscribers.add(subscriber)
         LIVE_SUBSCRIPTIONS.inc()

@@ -1,10 +1,42 @@
-"""Engine creation and database URLs."""
+"""The database: an asyncpg pool for the request path, SQLAlchemy only for migrations.
+
+The store speaks asyncpg directly, with statements asyncpg prepares once per connection:
+SQLAlchemy's async layer costs more CPU per statement than the statement itself on these
+paths (a greenlet switch, compilation lookup, result processing). The SQLModel tables in
+`tables.py` still define the schema that Alembic migrates and that tests check.
+
+The pool resets nothing on release (asyncpg's default reset is one more round trip per
+checkout; Baton sets no session state on pooled connections, and a connection released inside
+a transaction is still rolled back), keeps JSONB as Python objects via orjson, and turns a
+database that is down or saturated into `Unavailable` rather than a hang.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
+import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from baton.errors import Unavailable
+from baton.metrics import DB_STATEMENTS
+
+# Errors that mean "the database cannot answer now", not "this statement is wrong".
+UNREACHABLE = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+)
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -21,10 +53,118 @@ def libpq_url(url: str) -> str:
     return urlunsplit(parts._replace(scheme="postgresql"))
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def create_engine(url: str, *, pool_size: int = 2) -> AsyncEngine:
+    """A SQLAlchemy engine, for Alembic migrations (and tests that poke at raw SQL); off the
+    request path, so it may pre-ping its connections."""
     return create_async_engine(
-        sqlalchemy_url(url),
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_pre_ping=True,
+        sqlalchemy_url(url), pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
     )
+
+
+async def _init(conn: asyncpg.Connection) -> None:
+    for kind in ("jsonb", "json"):
+        await conn.set_type_codec(
+            kind,
+            encoder=lambda value: orjson.dumps(value).decode(),
+            decoder=orjson.loads,
+            schema="pg_catalog",
+            format="text",
+        )
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Nothing to reset: pooled connections carry no session state."""
+
+
+class Database:
+    def __init__(self, pool: asyncpg.Pool, *, acquire_timeout: float) -> None:
+        self.pool = pool
+        self.acquire_timeout = acquire_timeout
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        min_size: int = 2,
+        max_size: int = 16,
+        acquire_timeout: float = 5.0,
+        connect_timeout: float = 10.0,
+    ) -> Database:
+        try:
+            pool = await asyncpg.create_pool(
+                libpq_url(url),
+                min_size=min_size,
+                max_size=max_size,
+                init=_init,
+                reset=_keep_session,
+                statement_cache_size=512,
+                timeout=connect_timeout,
+            )
+        except UNREACHABLE as exc:
+            raise Unavailable(f"cannot reach the database: {exc}") from exc
+        return cls(pool, acquire_timeout=acquire_timeout)
+
+    async def close(self) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.pool.close(), 10)
+        self.pool.terminate()
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        try:
+            raw = await self.pool.acquire(timeout=self.acquire_timeout)
+        except UNREACHABLE as exc:
+            raise Unavailable(f"the database is unavailable or saturated ({exc!r})") from exc
+        try:
+            yield Connection(raw)
+        except UNREACHABLE as exc:
+            raise Unavailable(f"lost the database connection ({exc!r})") from exc
+        finally:
+            await self.pool.release(raw)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        async with self.connection() as conn:
+            DB_STATEMENTS.inc(2)  # BEGIN, and COMMIT or ROLLBACK
+            async with conn.raw.transaction():
+                yield conn
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self.connection() as conn:
+            return await conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        async with self.connection() as conn:
+            return await conn.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        async with self.connection() as conn:
+            return await conn.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        async with self.connection() as conn:
+            return await conn.execute(sql, *args)
+
+
+class Connection:
+    """One pooled connection; counts the statements it runs (`baton_db_statements_total`)."""
+
+    def __init__(self, raw: asyncpg.Connection) -> None:
+        self.raw = raw
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        DB_STATEMENTS.inc()
+        return await self.raw.fetch(sql, *args)  # type: ignore[no-any-return]
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        DB_STATEMENTS.inc()
+        return await self.raw.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        DB_STATEMENTS.inc()
+        return await self.raw.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        DB_STATEMENTS.inc()
+        return await self.raw.execute(sql, *args)  # type: ignore[no-any-return]

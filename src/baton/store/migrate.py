@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncpg
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from baton.store.db import Database, create_engine
 
 
 def migrations_dir() -> Path:
@@ -33,6 +35,15 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
+async def upgrade_url(url: str) -> None:
+    """Bring the database at `url` to head (over a short-lived SQLAlchemy engine: Alembic's)."""
+    engine = create_engine(url)
+    try:
+        await upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
 async def upgrade(engine: AsyncEngine) -> None:
     """Bring the database to head on one of the engine's connections."""
 
@@ -47,9 +58,9 @@ async def upgrade(engine: AsyncEngine) -> None:
         await connection.run_sync(run)
 
 
-async def current_revision(engine: AsyncEngine) -> str | None:
-    def read(connection: Connection) -> str | None:
-        return MigrationContext.configure(connection).get_current_revision()
-
-    async with engine.connect() as connection:
-        return await connection.run_sync(read)
+async def current_revision(db: Database) -> str | None:
+    try:
+        revision = await db.fetchval("SELECT version_num FROM alembic_version")
+    except asyncpg.UndefinedTableError:
+        return None
+    return str(revision) if revision is not None else None

@@ -10,10 +10,6 @@ from typing import Any
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 
 
-def _when(value: Any) -> datetime:
-    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
-
-
 @dataclass(frozen=True)
 class TaskRecord:
     id: str
@@ -33,7 +29,7 @@ class TaskRecord:
 
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> TaskRecord:
-        """From a `tasks` row or its JSON snapshot in an event."""
+        """From a `tasks` row (or the same columns of the task at an event)."""
         waiting_on = row["waiting_on"]
         return cls(
             id=row["id"],
@@ -48,8 +44,8 @@ class TaskRecord:
             verification=Verification(row["verification"]),
             version=row["version"],
             input_digest=row["input_digest"],
-            created_at=_when(row["created_at"]),
-            updated_at=_when(row["updated_at"]),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
         )
 
 
@@ -65,20 +61,24 @@ class EventRecord:
     reason: str | None
     version: int
     at: datetime
-    task: TaskRecord
+    task: TaskRecord  # the task as it was right after this event
 
     @classmethod
-    def from_mapping(cls, row: Mapping[Any, Any]) -> EventRecord:
+    def from_row(cls, row: Mapping[Any, Any]) -> EventRecord:
+        """From a row of the event's own columns (`event_*`) beside the task's at that event
+        (see `baton.store.tasks`)."""
+        task = TaskRecord.from_mapping(row)
+        move, from_state = row["event_move"], row["event_from"]
         return cls(
-            id=row["id"],
-            kind=row["kind"],
-            task_id=row["task_id"],
-            move=MoveName(row["move"]) if row["move"] else None,
-            from_state=TaskState(row["from_state"]) if row["from_state"] else None,
-            to_state=TaskState(row["to_state"]) if row["to_state"] else None,
-            actor=row["actor"],
-            reason=row["reason"],
-            version=row["version"],
-            at=_when(row["at"]),
-            task=TaskRecord.from_mapping(row["task"]),
+            id=row["event_id"],
+            kind=row["event_kind"],
+            task_id=task.id,
+            move=MoveName(move) if move else None,
+            from_state=TaskState(from_state) if from_state else None,
+            to_state=task.state,
+            actor=row["event_actor"],
+            reason=row["event_reason"],
+            version=task.version,
+            at=task.updated_at,
+            task=task,
         )

@@ -14,15 +14,17 @@ def _ts(**kw: Any) -> Any:
     return Field(sa_column=Column(DateTime(timezone=True), nullable=False, **kw))
 
 
+# Every listing is newest `updated_at` first, ties broken by id.
+_RECENT = (text("updated_at DESC"), text("id DESC"))
+
+
 class TaskRow(SQLModel, table=True):
     __tablename__ = "tasks"
     __table_args__ = (
-        Index("tasks_updated_idx", text("updated_at DESC"), text("id DESC")),
-        Index("tasks_requester_idx", "requester"),
-        Index("tasks_assignee_idx", "assignee"),
-        Index("tasks_requester_owner_idx", "requester_owner"),
-        Index("tasks_assignee_owner_idx", "assignee_owner"),
-        Index("tasks_project_idx", "project"),
+        Index("tasks_updated_idx", *_RECENT),
+        Index("tasks_project_state_recent_idx", "project", "state", *_RECENT),
+        Index("tasks_requester_owner_recent_idx", "requester_owner", *_RECENT),
+        Index("tasks_assignee_owner_recent_idx", "assignee_owner", *_RECENT),
         Index("tasks_depends_on_idx", "depends_on", postgresql_using="gin"),
     )
 
@@ -63,10 +65,15 @@ class TaskEventRow(SQLModel, table=True):
     to_state: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     actor: str = Field(sa_column=Column(Text, nullable=False))
     reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # What the event left the task's changing fields at; with the task row's fixed fields,
+    # the task as it was right after this event.
     version: int = Field(sa_column=Column(Integer, nullable=False))
-    # The task row as it was right after this event.
-    task: dict[str, Any] = Field(sa_column=Column(JSONB, nullable=False))
     at: datetime = _ts()
+    waiting_on: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB, nullable=True))
+    latest_checkpoint: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSONB, nullable=True)
+    )
 
 
 class ApiTokenRow(SQLModel, table=True):

@@ -1,8 +1,14 @@
-"""The task store: the guarded move path and the event log.
+"""The task store: the guarded move path, the event log, and the reads.
 
-Every change is one transaction: a guarded `UPDATE … WHERE id AND state AND version`, its event
-row, commit. Event ids are drawn under a transaction-level advisory lock, so they follow commit
-order and a reader that has seen id N has seen every event committed before it.
+A change is one statement: it locks the task row, checks in SQL what the protocol and the
+caller's role require (the allowed source states, the waiting-on guard, the expected version,
+who may move), updates the row and appends the event, returning both. It runs on its own
+(autocommit) unless an operation makes several changes at once (a hand-off and its gate
+decision). When it changes nothing, the caller reads the task to say why (`TaskService`).
+
+Event ids are drawn under a transaction-level advisory lock taken after the row lock, in the
+same statement, so they follow commit order: a reader that has seen id N has seen every event
+committed before it.
 """
 
 from __future__ import annotations
@@ -10,107 +16,65 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    false,
-    func,
-    or_,
-    select,
-    text,
-    true,
-    tuple_,
-)
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from baton.access.principals import Principal, PrincipalKind
+from baton.access.principals import ROLES, Principal, PrincipalKind, Reach, owner_of
 from baton.errors import InvalidInput
-from baton.protocol.handoff import MoveName, TaskState, WaitingOn
+from baton.protocol.handoff import Actor, MoveName, TaskState, WaitingOn
 from baton.protocol.task_object import check_task_id
+from baton.store.db import Connection
 from baton.store.records import EventRecord, TaskRecord
-from baton.store.tables import TaskEventRow, TaskRow
-
-TASKS = cast(Table, TaskRow.__table__)  # type: ignore[attr-defined]  # set by SQLModel's metaclass
-EVENTS = cast(Table, TaskEventRow.__table__)  # type: ignore[attr-defined]  # likewise
+from baton.store.sql import Params
 
 # Serialises event appends so that event ids follow commit order (see the module docstring).
 EVENT_APPEND_LOCK = 7412002
 
-_LOCK = text(f"SELECT pg_advisory_xact_lock({EVENT_APPEND_LOCK})")
-
-
-def _sql(sql: str, *json_params: str) -> Any:
-    statement = text(sql)
-    for name in json_params:
-        statement = statement.bindparams(bindparam(name, type_=JSONB))
-    return statement
-
-
-_INSERT = _sql(
-    """
-    INSERT INTO tasks (id, project, state, waiting_on, requester, assignee, requester_owner,
-        assignee_owner, deliverable_type, depends_on, packet, result, latest_checkpoint,
-        verification, version, input_digest, created_at, updated_at)
-    VALUES (:id, :project, :state, NULL, :requester, :assignee, split_part(:requester, '/', 1),
-        split_part(:assignee, '/', 1), :deliverable_type, :depends_on, :packet, NULL, NULL,
-        :verification, 1, :input_digest, now(), now())
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id
-    """,
-    "packet",
-).bindparams(bindparam("depends_on", type_=ARRAY(Text)))
-
-_CREATED = text(
-    """
-    INSERT INTO task_events (task_id, kind, move, from_state, to_state, actor, reason, version,
-        task, at)
-    SELECT id, 'created', NULL, NULL, state, :actor, NULL, version, to_jsonb(t), updated_at
-    FROM tasks t WHERE id = :id
-    RETURNING *
-    """
+_EVENT_COLUMNS = (
+    "id AS event_id, kind AS event_kind, move AS event_move, from_state AS event_from, "
+    "actor AS event_actor, reason AS event_reason"
+)
+# The task as it was right after event `e`: its fixed columns, and what `e` left the rest at.
+_TASK_AT_EVENT = (
+    "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, t.packet, "
+    "e.result, e.latest_checkpoint, t.verification, e.version, t.input_digest, t.created_at, "
+    "e.at AS updated_at"
+)
+EVENTS_WITH_TASKS = (
+    "SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_move, "
+    "e.from_state AS event_from, e.actor AS event_actor, e.reason AS event_reason, "
+    f"{_TASK_AT_EVENT} FROM task_events e JOIN tasks t ON t.id = e.task_id"
 )
 
 
-def _change_sql(sets: str, kind: str, *json_params: str) -> Any:
-    return _sql(
-        f"""
-        WITH changed AS (
-            UPDATE tasks SET {sets}, version = version + 1, updated_at = now()
-            WHERE id = :id AND state = :from_state AND version = :version
-            RETURNING *
-        )
+def _appending(kind: str, move: str, actor: str, reason: str) -> str:
+    """The tail of a change statement: after CTE `changed` (the new task row plus its
+    `from_state`), take the append lock, insert the event, return event and task together."""
+    return f"""
+    locked AS (SELECT pg_advisory_xact_lock({EVENT_APPEND_LOCK}) FROM changed),
+    event AS (
         INSERT INTO task_events (task_id, kind, move, from_state, to_state, actor, reason,
-            version, task, at)
-        SELECT id, '{kind}', :move, :from_state, state, :actor, :reason, version,
-            to_jsonb(changed), updated_at
-        FROM changed
-        RETURNING *
-        """,
-        *json_params,
+            version, at, waiting_on, result, latest_checkpoint)
+        SELECT c.id, {kind}, {move}, c.from_state, c.state, {actor}, {reason}, c.version,
+            c.updated_at, c.waiting_on, c.result, c.latest_checkpoint
+        FROM changed c, locked
+        RETURNING {_EVENT_COLUMNS}
     )
+    SELECT event.*, changed.* FROM event, changed
+    """
 
 
-_MOVE = _change_sql("state = :to_state, waiting_on = :waiting_on", "moved")
-_MOVE_SETTING_RESULT = _change_sql(
-    "state = :to_state, waiting_on = :waiting_on, result = :result", "moved", "result"
-)
-_MOVE_CLEARING_RESULT = _change_sql(
-    "state = :to_state, waiting_on = :waiting_on, result = NULL", "moved"
-)
-_CHECKPOINT = _change_sql("latest_checkpoint = :checkpoint", "checkpoint_saved", "checkpoint")
-
-
-async def load(conn: AsyncConnection, task_id: str) -> TaskRecord | None:
-    row = (await conn.execute(select(TASKS).where(TASKS.c.id == task_id))).mappings().first()
-    return TaskRecord.from_mapping(row) if row is not None else None
+_INSERT = """
+    WITH changed AS (
+        INSERT INTO tasks (id, project, state, waiting_on, requester, assignee, requester_owner,
+            assignee_owner, deliverable_type, depends_on, packet, result, latest_checkpoint,
+            verification, version, input_digest, created_at, updated_at)
+        VALUES ($1, $2, $3, NULL, $4, $5, split_part($4, '/', 1), split_part($5, '/', 1), $6,
+            $7::text[], $8::jsonb, NULL, NULL, $9, 1, $10, now(), now())
+        ON CONFLICT (id) DO NOTHING
+        RETURNING *, NULL::text AS from_state
+    ),""" + _appending("'created'", "NULL", "$11", "NULL")
 
 
 @dataclass(frozen=True)
@@ -124,93 +88,139 @@ class NewTask:
     input_digest: str
 
 
-async def insert(conn: AsyncConnection, task: NewTask, actor: str) -> EventRecord | None:
+async def insert(conn: Connection, task: NewTask, actor: str) -> EventRecord | None:
     """Create the task in its initial state with its `created` event; None if the id exists."""
-    inserted = (
-        await conn.execute(
-            _INSERT,
-            {
-                "id": task.id,
-                "project": task.project,
-                "state": TaskState.requested.value,
-                "requester": task.requester,
-                "assignee": task.assignee,
-                "deliverable_type": task.packet["deliverable_type"],
-                "depends_on": list(task.packet["depends_on"]),
-                "packet": task.packet,
-                "verification": task.verification,
-                "input_digest": task.input_digest,
-            },
-        )
-    ).first()
-    if inserted is None:
-        return None
-    await conn.execute(_LOCK)
-    row = (await conn.execute(_CREATED, {"id": task.id, "actor": actor})).mappings().one()
-    return EventRecord.from_mapping(row)
+    row = await conn.fetchrow(
+        _INSERT,
+        task.id,
+        task.project,
+        TaskState.requested.value,
+        task.requester,
+        task.assignee,
+        task.packet["deliverable_type"],
+        list(task.packet["depends_on"]),
+        task.packet,
+        task.verification,
+        task.input_digest,
+        actor,
+    )
+    return EventRecord.from_row(row) if row is not None else None
 
 
-async def move(
-    conn: AsyncConnection,
-    task: TaskRecord,
-    name: MoveName,
-    to_state: TaskState,
+# --- changes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One guarded change of a task: what it may start from, what it sets, who may make it."""
+
+    kind: str  # moved | checkpoint_saved
+    sources: frozenset[TaskState]
+    move: MoveName | None = None
+    target: TaskState | None = None  # None: the state stays
+    waiting_on: WaitingOn | None = None  # what a move into `waiting` sets
+    requires_waiting_on: frozenset[WaitingOn] | None = None
+    actor: Actor | None = None  # who may make it; None: the server itself (the gate)
+    clears_result: bool = False
+    result: dict[str, Any] | None = None  # set; `returned_by` is added from the caller
+    checkpoint: dict[str, Any] | None = None
+
+
+async def change(
+    conn: Connection,
+    task_id: str,
+    change: Change,
+    principal: Principal,
     *,
-    actor: str,
-    waiting_on: WaitingOn | None = None,
-    result: dict[str, Any] | None = None,
-    clear_result: bool = False,
+    expected_version: int | None,
     reason: str | None = None,
 ) -> EventRecord | None:
-    """Apply one checked move; None when the task changed since `task` was read (a lost race)."""
-    params: dict[str, Any] = {
-        "id": task.id,
-        "from_state": task.state.value,
-        "version": task.version,
-        "to_state": to_state.value,
-        "waiting_on": waiting_on.value if waiting_on else None,
-        "move": name.value,
-        "actor": actor,
-        "reason": reason,
-    }
-    statement = _MOVE
-    if result is not None:
-        statement, params["result"] = _MOVE_SETTING_RESULT, result
-    elif clear_result:
-        statement = _MOVE_CLEARING_RESULT
-    await conn.execute(_LOCK)
-    row = (await conn.execute(statement, params)).mappings().first()
-    return EventRecord.from_mapping(row) if row is not None else None
+    """Apply `change` if every guard holds now; None when one does not (nothing written)."""
+    p = Params()
+    p(task_id)  # $1
+    p(sorted(s.value for s in change.sources))  # $2
+    p(expected_version)  # $3
+    sets = []
+    if change.target is not None:
+        sets.append(f"state = {p(change.target.value)}")
+        sets.append(f"waiting_on = {p(change.waiting_on.value if change.waiting_on else None)}")
+    if change.clears_result:
+        sets.append("result = NULL")
+    if change.result is not None:
+        returned_by = principal.handle if principal.kind is PrincipalKind.AGENT else None
+        sets.append(
+            f"result = {p(change.result)}::jsonb || jsonb_build_object("
+            f"'returned_by', COALESCE({p(returned_by)}::text, old.assignee))"
+        )
+    if change.checkpoint is not None:
+        sets.append(f"latest_checkpoint = {p(change.checkpoint)}::jsonb")
+    guards = ["old.state = ANY($2::text[])", "($3::int IS NULL OR old.version = $3)"]
+    if change.requires_waiting_on is not None:
+        waits = sorted(w.value for w in change.requires_waiting_on)
+        guards.append(f"old.waiting_on = ANY({p(waits)}::text[])")
+    if change.actor is not None:
+        guards.append(role_sql(principal, change.actor, p, "old"))
+    move = p(change.move.value if change.move else None)
+    sql = f"""
+    WITH old AS (SELECT * FROM tasks WHERE id = $1 FOR UPDATE),
+    changed AS (
+        UPDATE tasks t SET {", ".join(sets)}, version = t.version + 1, updated_at = now()
+        FROM old WHERE t.id = old.id AND {" AND ".join(guards)}
+        RETURNING t.*, old.state AS from_state
+    ),""" + _appending(f"'{change.kind}'", f"{move}::text", p(principal.handle), p(reason))
+    row = await conn.fetchrow(sql, *p.values)
+    return EventRecord.from_row(row) if row is not None else None
 
 
-async def save_checkpoint(
-    conn: AsyncConnection, task: TaskRecord, checkpoint: dict[str, Any], *, actor: str
-) -> EventRecord | None:
-    await conn.execute(_LOCK)
-    params = {
-        "id": task.id,
-        "from_state": task.state.value,
-        "version": task.version,
-        "checkpoint": checkpoint,
-        "move": None,
-        "actor": actor,
-        "reason": None,
-    }
-    row = (await conn.execute(_CHECKPOINT, params)).mappings().first()
-    return EventRecord.from_mapping(row) if row is not None else None
+def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
+    """SQL that holds when `principal` fills role `actor` on the task row `table`; the same
+    rule as `Principal.may_act_as`, from the same table (`ROLES`)."""
+    if principal.kind is PrincipalKind.ADMIN:
+        return "TRUE"
+    side, reach = ROLES[actor]
+    if principal.kind is PrincipalKind.OWNER:
+        return f"{table}.{side.value}_owner = {p(principal.handle)}"
+    if reach is Reach.OWNS:
+        return "FALSE"  # an agent owns no one
+    return f"{table}.{side.value} = {p(principal.handle)}"
 
 
 # --- reading ------------------------------------------------------------------------------
 
 
-def visible_to(principal: Principal) -> ColumnElement[bool]:
+async def load(conn: Connection, task_id: str) -> TaskRecord | None:
+    row = await conn.fetchrow("SELECT * FROM tasks WHERE id = $1", task_id)
+    return TaskRecord.from_mapping(row) if row is not None else None
+
+
+def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
+    """What `principal` may see, as disjoint conditions that each lead with an indexed owner
+    column: the tasks on its requester side, then those on its assignee side only."""
     if principal.kind is PrincipalKind.ADMIN:
-        return true()
-    if principal.kind is PrincipalKind.AGENT:
-        return or_(TASKS.c.requester == principal.handle, TASKS.c.assignee == principal.handle)
-    return or_(
-        TASKS.c.requester_owner == principal.handle, TASKS.c.assignee_owner == principal.handle
-    )
+        return ["TRUE"]
+    if principal.kind is PrincipalKind.OWNER:
+        owner = p(principal.handle)
+        return [
+            f"{table}.requester_owner = {owner}",
+            f"{table}.assignee_owner = {owner} AND {table}.requester_owner <> {owner}",
+        ]
+    agent, owner = p(principal.handle), p(owner_of(principal.handle))
+    return [
+        f"{table}.requester_owner = {owner} AND {table}.requester = {agent}",
+        f"{table}.assignee_owner = {owner} AND {table}.assignee = {agent}"
+        f" AND {table}.requester <> {agent}",
+    ]
+
+
+def visible_sql(principal: Principal, p: Params, table: str = "t") -> str:
+    return " OR ".join(f"({side})" for side in _sides(principal, p, table))
+
+
+def _any(column: str, values: Sequence[str], p: Params) -> str:
+    """`column = $n` for one value (an index can then keep its order), else `= ANY`."""
+    if len(values) == 1:
+        return f"{column} = {p(values[0])}"
+    return f"{column} = ANY({p(list(values))}::text[])"
 
 
 @dataclass(frozen=True)
@@ -222,28 +232,25 @@ class TaskQuery:
     waiting_on: Sequence[WaitingOn] = ()
     deliverable_types: Sequence[str] = ()
     updated_after: datetime | None = None
-    ids: Sequence[str] | None = field(default=None)
 
-    def where(self, principal: Principal) -> ColumnElement[bool]:
-        c = TASKS.c
-        clauses: list[ColumnElement[bool]] = [visible_to(principal)]
+    def conditions(self, p: Params, table: str = "t") -> list[str]:
+        out: list[str] = []
         if self.projects:
-            clauses.append(c.project.in_(list(self.projects)))
+            out.append(_any(f"{table}.project", self.projects, p))
         if self.states:
-            clauses.append(c.state.in_([s.value for s in self.states]))
+            out.append(_any(f"{table}.state", [s.value for s in self.states], p))
         if self.requester is not None:
-            clauses.append(c.requester == self.requester)
+            out.append(f"{table}.requester = {p(self.requester)}")
         if self.assignee is not None:
-            clauses.append(c.assignee == self.assignee)
+            out.append(f"{table}.assignee = {p(self.assignee)}")
         if self.waiting_on:
-            clauses.append(c.waiting_on.in_([w.value for w in self.waiting_on]))
+            out.append(_any(f"{table}.waiting_on", [w.value for w in self.waiting_on], p))
         if self.deliverable_types:
-            clauses.append(c.deliverable_type.in_(list(self.deliverable_types)))
+            out.append(_any(f"{table}.deliverable_type", self.deliverable_types, p))
         if self.updated_after is not None:
-            clauses.append(c.updated_at > storable_time(self.updated_after, "filter.updatedAfter"))
-        if self.ids is not None:
-            clauses.append(c.id.in_(list(self.ids)) if self.ids else false())
-        return and_(*clauses)
+            when = storable_time(self.updated_after, "filter.updatedAfter")
+            out.append(f"{table}.updated_at > {p(when)}")
+        return out
 
 
 def encode_cursor(task: TaskRecord) -> str:
@@ -268,68 +275,102 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise InvalidInput("after", "is not a cursor this server issued") from exc
 
 
+_NEWEST = "ORDER BY updated_at DESC, id DESC"
+
+
 async def page(
-    conn: AsyncConnection, principal: Principal, query: TaskQuery, first: int, after: str | None
+    conn: Connection, principal: Principal, query: TaskQuery, first: int, after: str | None
 ) -> tuple[list[TaskRecord], bool]:
-    """Newest `updated_at` first; returns the page and whether more follow."""
-    where = query.where(principal)
+    """Newest `updated_at` first; returns the page and whether more follow.
+
+    Each side of what the caller may see is its own ordered, limited scan (an owner's
+    requester side and assignee side each have an index that keeps the order), merged."""
+    p = Params()
+    filters = query.conditions(p)
     if after is not None:
         when, task_id = decode_cursor(after)
-        where = and_(where, tuple_(TASKS.c.updated_at, TASKS.c.id) < tuple_(when, task_id))
-    statement = (
-        select(TASKS)
-        .where(where)
-        .order_by(TASKS.c.updated_at.desc(), TASKS.c.id.desc())
-        .limit(first + 1)
-    )
-    rows = [TaskRecord.from_mapping(r) for r in (await conn.execute(statement)).mappings()]
+        filters.append(f"(t.updated_at, t.id) < ({p(when)}, {p(task_id)})")
+    limit = p(first + 1)
+    branches = [
+        f"(SELECT * FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST} LIMIT {limit})"
+        for side in _sides(principal, p)
+    ]
+    sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
+    rows = [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
     return rows[:first], len(rows) > first
 
 
-async def count(conn: AsyncConnection, principal: Principal, query: TaskQuery) -> int:
-    statement = select(func.count()).select_from(TASKS).where(query.where(principal))
-    return int((await conn.execute(statement)).scalar_one())
+async def count(conn: Connection, principal: Principal, query: TaskQuery) -> int:
+    p = Params()
+    filters = query.conditions(p)
+    counts = [
+        f"(SELECT count(*) FROM tasks t WHERE {' AND '.join([side, *filters])})"
+        for side in _sides(principal, p)
+    ]
+    return int(await conn.fetchval(f"SELECT {' + '.join(counts)}", *p.values))
 
 
-_EVENTS_OF_MANY = text(
-    """
-    SELECT e.* FROM unnest(CAST(:ids AS text[])) AS wanted(id)
-    CROSS JOIN LATERAL (
-        SELECT * FROM task_events
-        WHERE task_id = wanted.id AND id > :after ORDER BY id LIMIT :limit
-    ) AS e
-    """
-)
+async def visible_by_ids(
+    conn: Connection, principal: Principal, ids: Sequence[str]
+) -> list[TaskRecord]:
+    p = Params()
+    wanted = p(list(ids))
+    sql = (
+        f"SELECT * FROM tasks t WHERE t.id = ANY({wanted}::text[])"
+        f" AND ({visible_sql(principal, p)})"
+    )
+    return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+
+
+async def dependents_of(
+    conn: Connection, principal: Principal, ids: Sequence[str]
+) -> list[TaskRecord]:
+    """Visible tasks whose packet depends on any of `ids`."""
+    p = Params()
+    sql = (
+        f"SELECT * FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
+        f" AND ({visible_sql(principal, p)})"
+    )
+    return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+
+
+_EVENTS_OF_MANY = f"""
+SELECT {_TASK_AT_EVENT}, e.event_id, e.event_kind, e.event_move, e.event_from, e.event_actor,
+    e.event_reason
+FROM unnest($1::text[]) AS wanted(id)
+CROSS JOIN LATERAL (
+    SELECT {_EVENT_COLUMNS}, task_id, to_state, waiting_on, result, latest_checkpoint, version,
+        at
+    FROM task_events WHERE task_id = wanted.id AND id > $2 ORDER BY id LIMIT $3
+) AS e
+JOIN tasks t ON t.id = e.task_id
+ORDER BY e.task_id, e.event_id
+"""
 
 
 async def events_of_many(
-    conn: AsyncConnection, task_ids: Sequence[str], first: int, after: int | None
+    conn: Connection, task_ids: Sequence[str], first: int, after: int | None
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
     more follow. One query, whatever the number of tasks."""
     pages: dict[str, list[EventRecord]] = {task_id: [] for task_id in task_ids}
     if task_ids:
-        rows = await conn.execute(
-            _EVENTS_OF_MANY,
-            {"ids": list(pages), "after": after or 0, "limit": first + 1},
-        )
-        for row in rows.mappings():
-            pages[row["task_id"]].append(EventRecord.from_mapping(row))
+        for row in await conn.fetch(_EVENTS_OF_MANY, list(pages), after or 0, first + 1):
+            pages[row["id"]].append(EventRecord.from_row(row))
     return {task_id: (rows[:first], len(rows) > first) for task_id, rows in pages.items()}
 
 
-async def dependents_of(
-    conn: AsyncConnection, principal: Principal, ids: Sequence[str]
-) -> list[TaskRecord]:
-    """Visible tasks whose packet depends on any of `ids`."""
-    statement = select(TASKS).where(
-        and_(visible_to(principal), TASKS.c.depends_on.overlap(list(ids)))
-    )
-    return [TaskRecord.from_mapping(r) for r in (await conn.execute(statement)).mappings()]
+async def events_after(
+    conn: Connection, cursor: int, limit: int, where: str = "TRUE", params: Sequence[Any] = ()
+) -> list[EventRecord]:
+    """Events after `cursor` in id order (with an extra condition over `e` and `t`, whose
+    parameters start at $3)."""
+    sql = f"{EVENTS_WITH_TASKS} WHERE e.id > $1 AND ({where}) ORDER BY e.id LIMIT $2"
+    return [EventRecord.from_row(r) for r in await conn.fetch(sql, cursor, limit, *params)]
 
 
-async def visible_by_ids(
-    conn: AsyncConnection, principal: Principal, ids: Sequence[str]
-) -> list[TaskRecord]:
-    statement = select(TASKS).where(and_(visible_to(principal), TASKS.c.id.in_(list(ids))))
-    return [TaskRecord.from_mapping(r) for r in (await conn.execute(statement)).mappings()]
+async def newest_event_id(conn: Connection, task_id: str | None = None) -> int:
+    if task_id is None:
+        return int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM task_events"))
+    sql = "SELECT coalesce(max(id), 0) FROM task_events WHERE task_id = $1"
+    return int(await conn.fetchval(sql, task_id))
