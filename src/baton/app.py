@@ -1,33 +1,24 @@
-"""The Starlette app: all wiring happens here, in the lifespan."""
+"""The ASGI app: all wiring happens here, in the lifespan.
+
+`/graphql` (HTTP and WebSocket) goes straight to Baton's own handlers in front of the engine;
+Starlette serves the rest (health, readiness, metrics) and runs the lifespan.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from broadcaster import Broadcast
-from cross_web import AsyncHTTPRequestAdapter, HTTPException
-from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
-from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
-from strawberry.exceptions import ConnectionRejectionError
-from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData, process_result
-from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
-from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionInitMessage
-from strawberry.types import ExecutionResult
-from strawberry.types.unset import UnsetType
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.access.principals import Principal
 from baton.access.tokens import principal_for
@@ -35,18 +26,22 @@ from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
-from baton.http import BodyLimit, CountRequests, RequireToken, TokenCache, bearer
 from baton.live.backends import make_backend
 from baton.live.hub import EventHub
-from baton.metrics import REGISTRY
+from baton.metrics import HTTP_REQUESTS, REGISTRY
 from baton.service import TaskService
 from baton.settings import Settings
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
 from baton.store.embedded import start_embedded
+from baton.web.auth import TokenCache
 from baton.web.graphql_http import GraphQLHTTP
+from baton.web.graphql_ws import GraphQLWS
 
 log = logging.getLogger("baton")
+
+GRAPHQL = "/graphql"
+COUNTED_PATHS = frozenset({GRAPHQL, "/healthz", "/readyz", "/metrics"})
 
 
 @dataclass
@@ -57,26 +52,8 @@ class Runtime:
     service: TaskService
     hub: EventHub
 
-
-class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
-    """The legacy `graphql-ws` protocol closes a refused connection with 1011; Baton closes it
-    with 4403 like `graphql-transport-ws`, so clients see one behaviour on both."""
-
-    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
-        payload = message.get("payload")
-        if isinstance(payload, dict):
-            self.context.connection_params = payload
-        try:
-            ack = await self.view.on_ws_connect(self.context)
-        except ConnectionRejectionError as rejection:
-            await self.send_message({"type": "connection_error", "payload": rejection.payload})
-            await self.websocket.close(code=4403, reason="Forbidden")
-            return
-        if isinstance(ack, dict):
-            await self.send_message({"type": "connection_ack", "payload": ack})
-        else:
-            await self.send_message({"type": "connection_ack"})
-        self.connection_acknowledged = True
+    def context(self, principal: Principal) -> Context:
+        return Context(principal, self.service, self.hub)
 
 
 def database_url(settings: Settings) -> str:
@@ -88,108 +65,43 @@ def database_url(settings: Settings) -> str:
     return start_embedded(settings.data_dir)
 
 
-class BatonGraphQL(GraphQL[Context, None]):
-    graphql_ws_handler_class = LegacyWSHandler
+class Front:
+    """The app uvicorn runs: `/graphql` to its handlers, the rest to Starlette; counts every
+    answered HTTP request by path and status for /metrics."""
 
-    def __init__(self, runtime: dict[str, Runtime], tokens: TokenCache) -> None:
-        super().__init__(
-            schema,
-            subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL],
-            keep_alive=True,
-            keep_alive_interval=15,
-        )
-        self._runtime = runtime
-        self._tokens = tokens
-
-    async def get_context(
-        self, request: Request | WebSocket, response: Response | WebSocket
-    ) -> Context:
-        rt = self._runtime["current"]
-        # Authenticated in on_ws_connect, from the connection_init payload.
-        return Context(None, rt.service, rt.hub)
+    def __init__(self, http: ASGIApp, ws: ASGIApp, rest: ASGIApp) -> None:
+        self.http = http
+        self.ws = ws
+        self.rest = rest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
-        # Strawberry answers a malformed request with plain text; Baton keeps its error shape.
-        try:
-            response = await self.run(Request(scope, receive))
-        except HTTPException as exc:
-            body = {"errors": [{"message": exc.reason, "extensions": {"code": "invalid_input"}}]}
-            response = JSONResponse(body, status_code=exc.status_code)
-        await response(scope, receive, send)
+        kind = scope["type"]
+        if kind == "http":
+            path = scope["path"]
+            label = path if path in COUNTED_PATHS else "other"
 
-    def decode_json(self, data: str | bytes) -> object:
-        """Decode an HTTP body or a WebSocket message. Whatever cannot be served is raised as
-        JSONDecodeError, which Strawberry answers with 400 on HTTP and 4400 on a socket."""
-        try:
-            decoded = json.loads(data)
-        except (ValueError, RecursionError) as exc:  # bad JSON, bad encoding, absurd nesting
-            raise json.JSONDecodeError("the request body is not valid JSON", "", 0) from exc
-        if not isinstance(decoded, dict | list):
-            raise json.JSONDecodeError("the request body must be a JSON object", "", 0)
-        return decoded
+            async def counted(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    HTTP_REQUESTS.labels(path=label, status=str(message["status"])).inc()
+                await send(message)
 
-    async def process_result(
-        self, request: Request, result: ExecutionResult
-    ) -> GraphQLHTTPResponse:
-        # A refused or failed operation answers its errors and no `data` at all.
-        response = process_result(result)
-        if response.get("data") is None and response.get("errors"):
-            response.pop("data", None)
-        return response
-
-    def parse_json(self, data: str | bytes) -> Any:
-        try:
-            return self.decode_json(data)
-        except json.JSONDecodeError as exc:
-            raise HTTPException(400, exc.msg) from exc
-
-    async def execute_single(
-        self,
-        request: Request,
-        request_adapter: AsyncHTTPRequestAdapter,
-        sub_response: Response,
-        context: Context,
-        root_value: None,
-        request_data: GraphQLRequestData,
-    ) -> ExecutionResult:
-        if _is_subscription(request_data.query, request_data.operation_name):
-            raise HTTPException(400, "subscriptions need a WebSocket (graphql-transport-ws)")
-        return await super().execute_single(
-            request, request_adapter, sub_response, context, root_value, request_data
-        )
-
-    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        params = context.connection_params or {}
-        raw = params.get("authorization") or params.get("Authorization")
-        principal = await self._tokens.principal(bearer(raw) if isinstance(raw, str) else None)
-        if principal is None:
-            raise ConnectionRejectionError({"message": "a valid bearer token is required"})
-        context.caller = principal
-        return None
+            app = self.http if path == GRAPHQL else self.rest
+            await app(scope, receive, counted)
+        elif kind == "websocket" and scope["path"] == GRAPHQL:
+            await self.ws(scope, receive, send)
+        else:
+            await self.rest(scope, receive, send)
 
 
-def _is_subscription(query: str | None, operation_name: str | None) -> bool:
-    """Whether the operation to run is a subscription (parsed only when the word appears)."""
-    if not query or "subscription" not in query:
-        return False
-    try:
-        operation = get_operation_ast(parse(query), operation_name)
-    except GraphQLError:
-        return False  # execution reports the syntax error itself
-    return operation is not None and operation.operation is OperationType.SUBSCRIPTION
-
-
-def create_app(settings: Settings | None = None, *, run_migrations: bool = True) -> Starlette:
+def create_app(settings: Settings | None = None, *, run_migrations: bool = True) -> Front:
     settings = settings or Settings.from_env()
     runtime: dict[str, Runtime] = {}
 
     async def resolve(token: str) -> Principal | None:
         return await principal_for(runtime["current"].db, token)
 
-    tokens = TokenCache(resolve)
+    def context(principal: Principal) -> Context:
+        return runtime["current"].context(principal)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -207,8 +119,6 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
         finally:
             await hub.stop()
             await db.close()
-
-    graphql = BatonGraphQL(runtime, tokens)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -231,27 +141,17 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     engine = Engine(schema, DEFAULT_LIMITS)  # the GraphQL engine (no database in it)
-
-    def http_context(scope: Scope) -> Context:
-        rt = runtime["current"]
-        # RequireToken let through without a principal only the GraphiQL page, which runs
-        # nothing; any resolver reached without one raises Forbidden.
-        return Context(scope.get("state", {}).get("principal"), rt.service, rt.hub)
-
-    http = BodyLimit(
-        RequireToken(GraphQLHTTP(engine, http_context), tokens), settings.max_body_bytes
-    )
-    app = Starlette(
+    tokens = TokenCache(resolve)
+    rest = Starlette(
         routes=[
-            Route("/graphql", http, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
-            WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
         ],
         lifespan=lifespan,
     )
-    app.add_middleware(
-        CountRequests, paths=frozenset({"/graphql", "/healthz", "/readyz", "/metrics"})
+    return Front(
+        GraphQLHTTP(engine, tokens, context, settings.max_body_bytes),
+        GraphQLWS(engine, tokens, context),
+        rest,
     )
-    return app

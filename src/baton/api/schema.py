@@ -12,7 +12,6 @@ from graphql import GraphQLError
 from strawberry.tools import create_type
 from strawberry.types import ExecutionContext
 
-from baton.api.execution import PerEventMemoExecutionContext
 from baton.api.mutations import ALL_FIELDS
 from baton.api.queries import Query
 from baton.api.subscriptions import Subscription
@@ -33,5 +32,4 @@ schema = BatonSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    execution_context_class=PerEventMemoExecutionContext,
 )

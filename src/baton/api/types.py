@@ -159,6 +159,10 @@ async def events_of(
 class Task:
     record: strawberry.Private[TaskRecord]
 
+    def share_key(self) -> tuple[str, str, int]:
+        """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
+        return ("Task", self.record.id, self.record.version)
+
     @strawberry.field
     def id(self) -> strawberry.ID:
         return strawberry.ID(self.record.id)
@@ -260,6 +264,10 @@ def parse_event_cursor(cursor: str) -> int:
 @strawberry.type(description="One entry of a task's history.")
 class TaskEvent:
     record: strawberry.Private[EventRecord]
+
+    def share_key(self) -> tuple[str, int]:
+        """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
+        return ("TaskEvent", self.record.id)
 
     @strawberry.field(description="A cursor: strictly increasing in commit order.")
     def id(self) -> strawberry.ID:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -418,26 +418,20 @@ async def root(run: Run, plan: TypePlan, *, serial: bool) -> Any:
     return data
 
 
-async def events(
-    run: Run, plan: FieldPlan, source: AsyncIterator[Any]
-) -> AsyncIterator[tuple[Any, list[GraphQLError]]]:
-    """A subscription's source stream, each item completed as the root field's value:
-    (data, errors) per item. An error raised by the stream itself ends it with one last
-    answer that carries the error and no data."""
+async def complete_item(run: Run, plan: FieldPlan, item: Any) -> tuple[Any, list[GraphQLError]]:
+    """One item of a subscription's source stream, completed as the root field's value:
+    the data (None when a failure reached the root) and the errors."""
+    run.reset()
     position: Path = (None, plan.key, 0)
-    while True:
-        run.reset()
-        try:
-            item = await anext(source)
-        except StopAsyncIteration:
-            return
-        except Exception as exc:
-            run.settle(run.fail(exc, plan, position), None)
-            yield None, run.errors
-            return
-        [value] = await complete(run, plan, plan.return_type, [item], lambda _: position)
-        if type(value) is Failure:
-            run.settle(value, None)
-            yield None, run.errors
-        else:
-            yield {plan.key: value}, run.errors
+    [value] = await complete(run, plan, plan.return_type, [item], lambda _: position)
+    if type(value) is Failure:
+        run.settle(value, None)
+        return None, run.errors
+    return {plan.key: value}, run.errors
+
+
+def stream_failed(run: Run, plan: FieldPlan, error: Exception) -> list[GraphQLError]:
+    """The errors that end a stream whose source raised `error`."""
+    run.reset()
+    run.settle(run.fail(error, plan, (None, plan.key, 0)), None)
+    return run.errors

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import orjson
@@ -22,10 +23,11 @@ from strawberry.schema.schema import Schema
 
 from baton.engine.documents import DocumentCache, Prepared, refusal
 from baton.engine.errors import formatted
-from baton.engine.execute import Run, events, root
+from baton.engine.execute import Run, complete_item, root, stream_failed
 from baton.engine.fields import directive_variables
 from baton.engine.limits import Limits
-from baton.engine.plans import Compiler, TypePlan, Unsupported
+from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
+from baton.engine.sharing import SharedOutcomes, share_key
 from baton.engine.storable import unstorable
 
 log = logging.getLogger("baton.engine")
@@ -41,6 +43,7 @@ class Outcome:
     data: Any = _MISSING
     errors: list[dict[str, Any]] = field(default_factory=list)
     _encoded: bytes | None = field(default=None, repr=False)
+    _text: str | None = field(default=None, repr=False)
 
     @property
     def refused(self) -> bool:
@@ -58,6 +61,12 @@ class Outcome:
         if self._encoded is None:
             self._encoded = orjson.dumps(self.payload())
         return self._encoded
+
+    def text(self) -> str:
+        """The payload as JSON text, encoded once however many subscribers it goes to."""
+        if self._text is None:
+            self._text = self.encoded().decode()
+        return self._text
 
 
 def refused(*errors: GraphQLError) -> Outcome:
@@ -85,6 +94,7 @@ class Engine:
         self.schema = schema
         self.limits = limits
         self.documents = DocumentCache(schema._schema, limits)
+        self.shared: SharedOutcomes[Outcome] = SharedOutcomes()
 
     def operation_type(self, request: Request) -> OperationType | None:
         """The kind of operation `request` would run (None when it cannot run at all)."""
@@ -181,8 +191,15 @@ class Engine:
             ready.prepared.cache[key] = outcome
         return outcome
 
-    async def subscribe(self, request: Request, context: Any) -> AsyncIterator[Outcome] | Outcome:
-        """A subscription's stream of outcomes, or the outcome that refuses it."""
+    async def subscribe(
+        self, request: Request, context: Any, *, sharing: Hashable | None = None
+    ) -> AsyncGenerator[Outcome, None] | Outcome:
+        """A subscription's stream of outcomes, or the outcome that refuses it.
+
+        With `sharing` (what the result may depend on besides the document and variables: the
+        principal), subscribers that share it, the document and the variables share one
+        execution and one encoded payload per item their streams yield (items that name
+        themselves with `share_key`)."""
         ready = self._ready(request)
         if isinstance(ready, Outcome):
             return ready
@@ -203,12 +220,33 @@ class Engine:
         except Exception as exc:
             run.settle(run.fail(exc, field, (None, field.key, 0)), None)
             return Outcome(None, formatted(run.errors))
-        return _stream(events(run, field, source))
+        group = None
+        if sharing is not None:
+            variables = orjson.dumps(request.variables or {}, option=orjson.OPT_SORT_KEYS)
+            group = (ready.prepared.text, request.operation_name, variables, sharing)
+        return self._stream(run, field, source, group)
+
+    async def _stream(
+        self, run: Run, field: FieldPlan, source: AsyncIterator[Any], group: Hashable | None
+    ) -> AsyncGenerator[Outcome, None]:
+        while True:
+            try:
+                item = await anext(source)
+            except StopAsyncIteration:
+                return
+            except Exception as exc:
+                yield Outcome(None, formatted(stream_failed(run, field, exc)))
+                return
+            key = share_key(item)
+            if group is None or key is None:
+                yield await _complete(run, field, item)
+            else:
+                yield await self.shared.get((group, key), partial(_complete, run, field, item))
 
 
-async def _stream(source: AsyncIterator[tuple[Any, list[GraphQLError]]]) -> AsyncIterator[Outcome]:
-    async for data, errors in source:
-        yield Outcome(data, formatted(errors))
+async def _complete(run: Run, field: FieldPlan, item: Any) -> Outcome:
+    data, errors = await complete_item(run, field, item)
+    return Outcome(data, formatted(errors))
 
 
 def _only_introspection(ready: _Ready) -> bool:

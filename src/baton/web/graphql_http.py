@@ -1,6 +1,7 @@
 """GraphQL over HTTP: POST with a JSON body, GET for queries, and the GraphiQL page.
 
-A plain ASGI app in front of the engine: it reads the body (already bounded by `BodyLimit`),
+A plain ASGI app in front of the engine: it checks the bearer token (no valid token: 401,
+nothing executed), reads the body with its size bounded (413 past it, before reading more),
 decodes it with orjson, runs the operation and writes the answer, with no per-request work that
 does not depend on the request. Media types follow the GraphQL-over-HTTP spec: a client that
 asks for `application/graphql-response+json` gets it, with 400 for a request refused before
@@ -18,7 +19,9 @@ import orjson
 from graphql import OperationType
 from starlette.types import Message, Receive, Scope, Send
 
+from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
+from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import graphiql_page
 
 log = logging.getLogger("baton.http")
@@ -26,7 +29,7 @@ log = logging.getLogger("baton.http")
 JSON = "application/json"
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 
-ContextFactory = Callable[[Scope], Any]
+ContextFactory = Callable[[Principal], Any]
 
 
 class BadRequest(Exception):
@@ -63,32 +66,44 @@ async def send_body(
 
 
 class GraphQLHTTP:
-    def __init__(self, engine: Engine, context: ContextFactory) -> None:
+    def __init__(
+        self, engine: Engine, tokens: TokenCache, context: ContextFactory, max_body_bytes: int
+    ) -> None:
         self.engine = engine
+        self.tokens = tokens
         self.context = context
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
+        method = scope["method"]
+        is_page = method == "GET" and not scope.get("query_string")
+        if is_page and b"text/html" in headers.get(b"accept", b""):
+            await send_body(send, 200, graphiql_page(), "text/html")  # needs no token
+            return
+        principal = await self.tokens.principal(
+            bearer(headers.get(b"authorization", b"").decode("latin-1"))
+        )
+        if principal is None:
+            body = error_body("a valid bearer token is required", "unauthenticated")
+            await send_body(send, 401, body, JSON, [(b"www-authenticate", b'Bearer realm="baton"')])
+            return
         media_type = _negotiate(headers.get(b"accept", b"").decode("latin-1"))
         try:
-            if scope["method"] == "GET":
-                if not scope.get("query_string") and b"text/html" in headers.get(b"accept", b""):
-                    await send_body(send, 200, graphiql_page(), "text/html")
-                    return
+            if method == "GET":
                 request = _from_query_string(scope.get("query_string", b""))
                 if self.engine.operation_type(request) is OperationType.MUTATION:
                     raise BadRequest(405, "mutations need POST", [(b"allow", b"POST")])
-            elif scope["method"] == "POST":
-                request = await _from_body(headers, receive)
+            elif method == "POST":
+                request = await _from_body(headers, receive, self.max_body_bytes)
             else:
                 raise BadRequest(405, "use GET or POST", [(b"allow", b"GET, POST")])
         except BadRequest as bad:
-            await send_body(
-                send, bad.status, error_body(bad.message, "invalid_input"), JSON, bad.headers
-            )
+            code = "payload_too_large" if bad.status == 413 else "invalid_input"
+            await send_body(send, bad.status, error_body(bad.message, code), JSON, bad.headers)
             return
         try:
-            outcome = await self.engine.execute(request, self.context(scope))
+            outcome = await self.engine.execute(request, self.context(principal))
         except Exception:
             log.exception("unexpected error answering a GraphQL request")
             await send_body(send, 500, error_body("Internal server error.", "internal"), JSON)
@@ -130,22 +145,32 @@ def _encode(outcome: Outcome) -> bytes:
     return orjson.dumps(body)
 
 
-async def _read(receive: Receive) -> bytes:
+async def _read(headers: dict[bytes, bytes], receive: Receive, limit: int) -> bytes:
+    """The body, refused (413) as soon as it is known to be over `limit` bytes: by its
+    Content-Length before reading any of it, else while it streams in."""
+    declared = headers.get(b"content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise BadRequest(413, f"request body over {limit} bytes")
     chunks: list[bytes] = []
+    size = 0
     while True:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
             raise BadRequest(400, "the client went away")
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(413, f"request body over {limit} bytes")
+        chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
 
 
-async def _from_body(headers: dict[bytes, bytes], receive: Receive) -> Request:
+async def _from_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -> Request:
+    raw = await _read(headers, receive, limit)
     content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
     if content_type != b"application/json":
         raise BadRequest(415, "send the request as application/json")
-    raw = await _read(receive)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -1,0 +1,42 @@
+"""One execution per subscription event, shared by every subscriber that would compute the
+same answer.
+
+Subscribers with the same document, variables and principal receive the same events; without
+sharing, each would run the same completion and encode the same JSON for every event. The first
+subscriber to reach an event starts its completion as a task of its own (so a subscriber that
+leaves mid-way does not cancel it for the others); the rest await that task. Entries are kept
+in a bounded LRU: a subscriber that falls far behind computes its own answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def share_key(item: Any) -> Hashable | None:
+    """What identifies a stream item among all streams (`item.share_key()`), or None."""
+    method = getattr(item, "share_key", None)
+    return method() if callable(method) else None
+
+
+class SharedOutcomes(Generic[T]):
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Hashable, asyncio.Task[T]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def get(self, key: Hashable, compute: Callable[[], Awaitable[T]]) -> T:
+        task = self._entries.get(key)
+        if task is None:
+            task = asyncio.ensure_future(compute())
+            self._entries[key] = task
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return await asyncio.shield(task)
