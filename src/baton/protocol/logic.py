@@ -23,6 +23,8 @@ Args = Mapping[str, object]
 Phrase = Callable[[str], str]
 # The SQL column that holds an axis.
 Column = Callable[[str], str]
+# The axes whose columns may be NULL.
+Nullable = frozenset[str]
 
 
 class Undefined(Exception):
@@ -59,7 +61,7 @@ class Condition(ABC):
     def prose(self, phrase: Phrase) -> str: ...
 
     @abstractmethod
-    def sql(self, column: Column) -> str:
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
         """A boolean SQL expression that is never NULL; only for position-only conditions."""
 
     @abstractmethod
@@ -86,14 +88,14 @@ class Is(Condition):
     def prose(self, phrase: Phrase) -> str:
         return f"{phrase(self.axis)} {alternatives([code(v) for v in self.values])}"
 
-    def sql(self, column: Column) -> str:
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
         col = column(self.axis)
-        known = [v for v in self.values if v is not None]
-        parts = [f"{col} IS NULL"] if None in self.values else []
-        if known:
-            # NULL IN (...) is NULL, not false: state that the column is set.
-            parts.append(f"({col} IS NOT NULL AND {col} IN ({', '.join(map(_literal, known))}))")
-        return parts[0] if len(parts) == 1 else f"({' OR '.join(parts)})"
+        known = [_literal(v) for v in self.values if v is not None]
+        test = f"{col} = {known[0]}" if len(known) == 1 else f"{col} IN ({', '.join(known)})"
+        if None in self.values:
+            return f"({col} IS NULL OR {test})" if known else f"{col} IS NULL"
+        # NULL = 'x' is NULL, not false: where the column may be NULL, say that it is set.
+        return f"({col} IS NOT NULL AND {test})" if self.axis in nullable else test
 
     def axes(self) -> frozenset[str]:
         return frozenset({self.axis})
@@ -109,8 +111,8 @@ class Not(Condition):
     def prose(self, phrase: Phrase) -> str:
         return f"not ({self.inner.prose(phrase)})"
 
-    def sql(self, column: Column) -> str:
-        return f"NOT {self.inner.sql(column)}"
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
+        return f"NOT ({self.inner.sql(column, nullable)})"
 
     def axes(self) -> frozenset[str]:
         return self.inner.axes()
@@ -134,8 +136,10 @@ class All(Condition):
     def prose(self, phrase: Phrase) -> str:
         return " and ".join(p.prose(phrase) for p in self.parts) if self.parts else "always"
 
-    def sql(self, column: Column) -> str:
-        return f"({' AND '.join(p.sql(column) for p in self.parts)})" if self.parts else "TRUE"
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
+        if not self.parts:
+            return "TRUE"
+        return f"({' AND '.join(p.sql(column, nullable) for p in self.parts)})"
 
     def axes(self) -> frozenset[str]:
         return frozenset().union(*(p.axes() for p in self.parts))
@@ -158,8 +162,12 @@ class Implies(Condition):
     def prose(self, phrase: Phrase) -> str:
         return f"when {self.premise.prose(phrase)}, {self.conclusion.prose(phrase)}"
 
-    def sql(self, column: Column) -> str:
-        return f"(NOT {self.premise.sql(column)} OR {self.conclusion.sql(column)})"
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
+        premise, conclusion = (
+            self.premise.sql(column, nullable),
+            self.conclusion.sql(column, nullable),
+        )
+        return f"(NOT ({premise}) OR {conclusion})"
 
     def axes(self) -> frozenset[str]:
         return self.premise.axes() | self.conclusion.axes()
@@ -179,8 +187,8 @@ class Iff(Condition):
     def prose(self, phrase: Phrase) -> str:
         return f"{self.left.prose(phrase)} exactly when {self.right.prose(phrase)}"
 
-    def sql(self, column: Column) -> str:
-        return f"({self.left.sql(column)} = {self.right.sql(column)})"
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
+        return f"(({self.left.sql(column, nullable)}) = ({self.right.sql(column, nullable)}))"
 
     def axes(self) -> frozenset[str]:
         return self.left.axes() | self.right.axes()
@@ -205,7 +213,7 @@ class Later(Condition):
     def prose(self, phrase: Phrase) -> str:
         return f"the given `{self.param}` is later than the current one"
 
-    def sql(self, column: Column) -> str:
+    def sql(self, column: Column, nullable: Nullable = frozenset()) -> str:
         raise TypeError(f"Later({self.param!r}) depends on a move's argument; it has no SQL")
 
     def axes(self) -> frozenset[str]:
