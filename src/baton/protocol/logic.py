@@ -233,6 +233,7 @@ class Function:
     name: str
     table: tuple[tuple[Enum, Enum], ...]
     label: str = ""  # a column heading when the docs show the table, e.g. "Resting phase"
+    description: str = ""  # a sentence when the docs say it instead
 
     def __call__(self, value: Value) -> Enum:
         for key, result in self.table:

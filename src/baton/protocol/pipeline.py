@@ -101,8 +101,7 @@ ACTORS: dict[RunActor, str] = {
     RunActor.RUNNER: "the run’s owner or any of its agents (the daemon, or a person by hand)",
     RunActor.OWNER: "the run’s owner, not its agents: answering, stopping and restarting a run "
     "are a person’s decisions",
-    RunActor.SYSTEM: "the lease sweeper, acting as `system`, when a claim’s lease runs out "
-    "(and admin)",
+    RunActor.SYSTEM: "the lease sweeper, acting as `system`, when a claim’s lease runs out",
 }
 
 St = RunStatus
@@ -172,7 +171,11 @@ RESTING = Function(
     ),
     label="Resting phase",
 )
-NEXT = Function("next", tuple(zip(list(Cp)[:-1], list(Cp)[1:], strict=True)))
+NEXT = Function(
+    "next",
+    tuple(zip(list(Cp)[:-1], list(Cp)[1:], strict=True)),
+    description="`next(c)` is the checkpoint after `c`; `resting(c)` is the resting phase of `c`.",
+)
 
 CHECKPOINT = Axis(
     "checkpoint",
@@ -182,7 +185,7 @@ CHECKPOINT = Axis(
     noun="the checkpoint",
     title="Checkpoint",
     ordered=True,
-    functions=(RESTING,),
+    functions=(RESTING, NEXT),
 )
 
 # A run that works rests at the phase leading to its next checkpoint.
