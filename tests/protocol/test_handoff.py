@@ -13,8 +13,10 @@ from baton.protocol.handoff import (
     REQUIRES_REASON,
     REQUIRES_WAITING_ON,
     SETS_WAITING_ON,
+    WAITING_ON_DESCRIPTIONS,
     MoveName,
     TaskState,
+    Verification,
     WaitingOn,
     check_move,
     possible_moves,
@@ -352,3 +354,41 @@ def test_pause_needs_a_reason_to_wait_that_it_may_set(args: dict[str, object], f
     with pytest.raises(InvalidInput) as refused:
         HANDOFF.apply(HANDOFF.position(TaskState.working), MoveName.PAUSE, args)
     assert refused.value.field == field
+
+
+# --- The seed's "today" notes, and what Baton does ----------------------------------------
+
+# The seed page's notes, copied by hand: kept verbatim, as the seed's.
+SEED_TODAY = {
+    TaskState.waiting: "Today only the permission gate sets it, when a request needs the owner’s "
+    "approval.",
+    TaskState.verifying: "Today a returned result passes straight through: evidence with the "
+    "required shape completes the task in the same step.",
+    TaskState.approval: "Planned. No tool moves a task here yet.",
+    TaskState.cancelled: "Today the requesting agent’s owner cancels an open task from its task "
+    "page.",
+}
+SEED_WAITING_ON = {
+    WaitingOn.owner_approval: "The permission gate held the request for the owner. Only the "
+    "owner’s decision moves it on: approval routes it, denial rejects it.",
+    WaitingOn.human: "Waiting on a person’s answer. Planned: no tool sets it yet.",
+    WaitingOn.agent: "Waiting on another agent. Planned: no tool sets it yet.",
+}
+
+
+def test_seed_notes_are_kept_verbatim_and_each_says_what_baton_does() -> None:
+    assert {i.state: i.note for i in HANDOFF.states if i.note} == SEED_TODAY
+    assert all(HANDOFF.info(state).in_baton for state in SEED_TODAY)
+    assert SEED_WAITING_ON == WAITING_ON_DESCRIPTIONS
+    for info in HANDOFF.axis("waiting_on").values:
+        assert bool(info.note) == bool(info.in_baton), info.value
+
+
+def test_in_baton_notes_name_real_mutations_and_values() -> None:
+    notes = [i.in_baton or "" for i in HANDOFF.states]
+    notes += [i.in_baton or "" for i in HANDOFF.axis("waiting_on").values]
+    known = {m.mutation for m in HANDOFF.moves} | {
+        member.value for enum in (TaskState, WaitingOn, Verification) for member in enum
+    }
+    named = {word for note in notes for word in re.findall(r"`([^`]+)`", note)}
+    assert named and named <= known, named - known

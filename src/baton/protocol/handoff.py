@@ -91,17 +91,26 @@ STATES: tuple[StateInfo[TaskState], ...] = (
         S.waiting,
         "Paused until something outside the task happens. The task says what it is waiting on.",
         note="Today only the permission gate sets it, when a request needs the owner’s approval.",
+        in_baton="The gate holds a request for the owner with `holdTask` (waiting on "
+        "`owner_approval`), and the assignee pauses its own work with `pauseTask` (waiting on "
+        "`human` or `agent`).",
     ),
     StateInfo(
         S.verifying,
         "A result came back, and its evidence is being checked.",
         note="Today a returned result passes straight through: evidence with the required shape "
         "completes the task in the same step.",
+        in_baton="The verification mode chosen at hand-off decides. `AUTO` (the default) passes "
+        "straight through as above; `SIGN_OFF` passes on to `approval`; `REVIEW` rests here "
+        "until the requester calls `completeTask`, `sendBackTask` or `requestSignOff`.",
     ),
     StateInfo(
         S.approval,
         "Verified work waits for a person to sign it off.",
         note="Planned. No tool moves a task here yet.",
+        in_baton="A passing result comes here when the task was handed off with `SIGN_OFF` "
+        "verification, or when the requester of a `REVIEW` task calls `requestSignOff`. The "
+        "requester’s owner then calls `signOffTask` or `requestChanges`.",
     ),
     StateInfo(
         S.completed,
@@ -114,11 +123,13 @@ STATES: tuple[StateInfo[TaskState], ...] = (
         "Withdrawn before it finished.",
         terminal=True,
         note="Today the requesting agent’s owner cancels an open task from its task page.",
+        in_baton="`cancelTask` cancels an open task; the requester agent, its owner or admin may "
+        "call it.",
     ),
 )
 
 # The seed's "Waiting on" lines, each split into what the reason means and the seed's note on
-# what was built at the time.
+# what was built at the time; `in_baton` says what Baton does now.
 WAITING_ON = Axis(
     "waiting_on",
     (
@@ -127,8 +138,18 @@ WAITING_ON = Axis(
             "The permission gate held the request for the owner. Only the owner’s decision "
             "moves it on: approval routes it, denial rejects it.",
         ),
-        ValueInfo(W.human, "Waiting on a person’s answer.", note="Planned: no tool sets it yet."),
-        ValueInfo(W.agent, "Waiting on another agent.", note="Planned: no tool sets it yet."),
+        ValueInfo(
+            W.human,
+            "Waiting on a person’s answer.",
+            note="Planned: no tool sets it yet.",
+            in_baton="The assignee’s `pauseTask` sets it; its `resumeTask` goes back to `working`.",
+        ),
+        ValueInfo(
+            W.agent,
+            "Waiting on another agent.",
+            note="Planned: no tool sets it yet.",
+            in_baton="The assignee’s `pauseTask` sets it; its `resumeTask` goes back to `working`.",
+        ),
     ),
     initial=None,
     phrase="the task waits on",

@@ -92,9 +92,10 @@ def _summary(page: Page) -> str:
     return " · ".join(parts)
 
 
-def _notes(note: str | None, in_baton: str | None) -> list[str]:
-    lines = [f"- **Today:** {note}"] if note else []
-    return lines + ([f"- **In Baton:** {in_baton}"] if in_baton else [])
+def _notes(note: str | None, in_baton: str | None, indent: str = "") -> list[str]:
+    """The seed's "today" note, quoted as the seed's, then what Baton does."""
+    lines = [f"{indent}- **Today, says the seed page:** “{note}”"] if note else []
+    return lines + ([f"{indent}- **In Baton:** {in_baton}"] if in_baton else [])
 
 
 # --- sections layout (the task-states page) --------------------------------------------------
@@ -132,10 +133,8 @@ def _move_list(page: Page) -> list[str]:
 def _value_list(axis: Axis) -> list[str]:
     lines = [f"## {axis.title}", ""]
     for info in axis.values:
-        text = " ".join(filter(None, (info.description, info.note)))
-        lines.append(f"- {_code(info.value)}: {text}")
-        if info.in_baton:
-            lines.append(f"  - **In Baton:** {info.in_baton}")
+        lines.append(f"- {_code(info.value)}: {info.description}")
+        lines += _notes(info.note, info.in_baton, indent="  ")
     return lines
 
 
@@ -197,11 +196,12 @@ def _state_table(page: Page) -> list[str]:
         ["Canonical", "Friendly", "Meaning"],
         ([_code(i.state), i.label or "", i.description] for i in m.states),
     )
-    noted: list[StateInfo[Any]] = [i for i in m.states if i.note or i.in_baton or i.failure]
+    noted: list[StateInfo[Any]] = [i for i in m.states if i.note or i.in_baton]
     if noted:
         lines += ["", "The meanings are the seed page’s. What Baton adds:", ""]
         for info in noted:
-            said = " ".join(filter(None, (info.note, info.in_baton)))
+            seed = f"Today, says the seed page: “{info.note}”" if info.note else None
+            said = " ".join(filter(None, (seed, info.in_baton)))
             lines.append(f"- {_code(info.state)}: {said}")
     return lines
 
@@ -349,8 +349,9 @@ TASK_PAGE = Page(
         f"{InvalidMove.code}, and the task stays where it was.",
         "Some moves need more than the table. A task waiting on its owner’s approval leaves only "
         "when the owner decides: approval routes it, denial rejects it.",
-        "The table is the protocol’s full set of allowed moves. Some of them belong to features "
-        "that are still planned, as the notes on each state say.",
+        "The table is the protocol’s full set of allowed moves. The seed page marks some of them "
+        "as belonging to features that were still planned; in Baton every move in the table is "
+        "built, as the “In Baton” notes say.",
     ),
     extra_rules=_checkpoint_rule,
 )
