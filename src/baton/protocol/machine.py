@@ -194,12 +194,16 @@ class Machine(Generic[S, N, A]):
     _by_pair: Mapping[tuple[S, S], Move[S, N, A]] = field(init=False, repr=False, compare=False)
     _reachable: tuple[Position[S], ...] = field(init=False, repr=False, compare=False)
     _transitions: tuple[Transition[S, N, A], ...] = field(init=False, repr=False, compare=False)
+    # Per (source, name): the arguments the guard is tried with when none are given.
+    _tries: Mapping[tuple[S, N], tuple[Args, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from baton.protocol.checks import check_declaration, check_exploration
 
         check_declaration(self)
         object.__setattr__(self, "_by_pair", {(m.source, m.target): m for m in self.moves})
+        tries = {(m.source, m.name): self._guard_tries(m) for m in self.moves}
+        object.__setattr__(self, "_tries", tries)
         reachable, transitions = self._explore()
         object.__setattr__(self, "_reachable", reachable)
         object.__setattr__(self, "_transitions", transitions)
@@ -310,7 +314,7 @@ class Machine(Generic[S, N, A]):
                 f"{mutation} is not allowed from {self.primary} {state.value}",
             )
         values = position.as_dict()
-        tries = [args] if args is not None else self.fitting_arguments(move)
+        tries = (args,) if args is not None else self._tries[(state, name)]
         if not any(move.guard.holds(values, a) for a in tries):
             raise InvalidMove(state.value, name.value, self._refusal(move, position, args))
         return move
@@ -338,7 +342,7 @@ class Machine(Generic[S, N, A]):
         return tuple(
             m.name
             for m in self.moves_from(position.state)
-            if any(m.guard.holds(values, a) for a in self.fitting_arguments(m))
+            if any(m.guard.holds(values, a) for a in self._tries[(m.source, m.name)])
         )
 
     def _mutation(self, name: N) -> str:
@@ -386,6 +390,11 @@ class Machine(Generic[S, N, A]):
                 continue
             fitting.append(args)
         return fitting
+
+    @classmethod
+    def _guard_tries(cls, move: Move[S, N, A]) -> tuple[Args, ...]:
+        # A guard that reads no argument needs one try; one that does, every fitting argument.
+        return tuple(cls.fitting_arguments(move)) if move.guard.params() else (NO_ARGS,)
 
     def outcomes(self, position: Position[S]) -> Iterator[Transition[S, N, A]]:
         """Every transition out of `position`, over all moves and all argument values; the
