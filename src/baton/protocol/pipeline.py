@@ -190,7 +190,8 @@ CHECKPOINT = Axis(
 
 # A run that works rests at the phase leading to its next checkpoint.
 _WORKING_PHASE = Apply(RESTING, Apply(NEXT, Now("checkpoint")))
-_PARKED = (St.backlog, St.awaiting_user, St.waiting_for_agent, St.interrupted)
+# The seed's parked statuses: a run there rests at phase `idle`.
+PARKED = (St.backlog, St.awaiting_user, St.waiting_for_agent, St.interrupted)
 _IDLE = Const(Ph.idle)
 
 # A reported checkpoint: one of those a daemon reaches by itself; the last two belong to the
@@ -370,7 +371,7 @@ INVARIANTS = (
     ),
     Invariant(
         "parked_is_idle",
-        Implies(Is("status", *_PARKED), Is("phase", Ph.idle)),
+        Implies(Is("status", *PARKED), Is("phase", Ph.idle)),
         "Parked statuses rest at phase `idle`.",
     ),
     # Baton's own: the two last checkpoints belong to the pull request's events, so a run that
