@@ -132,6 +132,11 @@ async def test_rows_start_at_the_initial_position_and_versions_rise_by_one(
         (f"UPDATE {table} SET version = version - 1", False),
         (f"UPDATE {table} SET version = version + 1", True),
     ]
+    # A jump the table has no single move for is refused, naming both positions.
+    first = {t.target for t in machine.transitions() if t.source == machine.initial_position}
+    jump = next(p for p in machine.reachable() if p not in first | {machine.initial_position})
+    sets = ", ".join(f"{axis} = {_literal(value)}" for axis, value in jump.values)
+    refused = f"UPDATE {table} SET {sets}, version = version + 1"
     async with engine.begin() as conn:
         for sql, allowed in attempts:
             if allowed:
@@ -140,6 +145,9 @@ async def test_rows_start_at_the_initial_position_and_versions_rise_by_one(
             with pytest.raises(IntegrityError, match=r"starts at|version must rise"):
                 async with conn.begin_nested():
                     await conn.exec_driver_sql(sql)
+        with pytest.raises(IntegrityError, match=r"protocol has no move \(.*\) -> \(.*\)"):
+            async with conn.begin_nested():
+                await conn.exec_driver_sql(refused)
         await conn.exec_driver_sql(f"DROP TABLE {table}, {table}_to")
         await conn.exec_driver_sql(f"DROP FUNCTION {guard.function_name}()")
 
