@@ -48,7 +48,7 @@ async def test_protocol_query_returns_the_table(service: TaskService, world: Wor
         service,
         world.roles["assignee"],
         """{ protocol { handoff {
-              states { name description terminal initial movesTo reachedFrom }
+              states { name description terminal initial note inBaton movesTo reachedFrom }
               moves { name from to mutation actor } } } }""",
     )
     handoff = data["protocol"]["handoff"]
@@ -63,6 +63,9 @@ async def test_protocol_query_returns_the_table(service: TaskService, world: Wor
         assert state["movesTo"] == [t.value for t in HANDOFF.targets(s)]
         assert state["reachedFrom"] == [t.value for t in HANDOFF.sources(s)]
         assert state["description"] == HANDOFF.info(s).description
+        assert state["note"] == HANDOFF.info(s).note
+        assert state["inBaton"] == HANDOFF.info(s).in_baton
+        assert (state["note"] is None) == (state["inBaton"] is None), s
 
 
 TASK_SCHEMA = json.loads((ROOT / "src" / "baton" / "protocol" / "task.schema.json").read_text())

@@ -7,12 +7,16 @@ from enum import Enum
 
 import pytest
 
-from baton.errors import InvalidMove
+from baton.errors import InvalidInput, InvalidMove
 from baton.protocol.handoff import (
     HANDOFF,
+    REQUIRES_REASON,
     REQUIRES_WAITING_ON,
+    SETS_WAITING_ON,
+    WAITING_ON_DESCRIPTIONS,
     MoveName,
     TaskState,
+    Verification,
     WaitingOn,
     check_move,
     possible_moves,
@@ -287,3 +291,104 @@ def test_broken_table_is_refused(
 ) -> None:
     with pytest.raises(ProtocolDefinitionError, match=complaint):
         _build(states, moves)
+
+
+# --- The generic validator agrees with check_move ------------------------------------------
+
+POSITIONS = [(s, w) for s in TaskState for w in WAITING_ON_CHOICES]
+ARGS: dict[MoveName, dict[str, object]] = {
+    MoveName.PAUSE: {"waiting_on": WaitingOn.human},
+    MoveName.SUBMIT_RESULT: {"result": {"summary": "done"}},
+    MoveName.SEND_BACK: {"reason": "the tests fail"},
+    MoveName.REQUEST_CHANGES: {"reason": "needs a screenshot"},
+}
+
+
+@pytest.mark.parametrize("name", list(MoveName), ids=lambda n: n.value)
+@pytest.mark.parametrize(("state", "waiting_on"), POSITIONS, ids=str)
+def test_generic_apply_agrees_with_check_move(
+    state: TaskState, waiting_on: WaitingOn | None, name: MoveName
+) -> None:
+    position = HANDOFF.position(state, waiting_on=waiting_on)
+    args = ARGS.get(name, {})
+    if not _allowed(state, waiting_on, name):
+        with pytest.raises(InvalidMove):
+            HANDOFF.apply(position, name, args)
+        return
+    after = HANDOFF.apply(position, name, args)
+    assert after.state is check_move(state, waiting_on, name).target
+    assert (after["waiting_on"] is not None) == (after.state is TaskState.waiting)
+    if after.state is TaskState.waiting:
+        assert after["waiting_on"] in SETS_WAITING_ON[name]
+        if name is MoveName.PAUSE:
+            assert after["waiting_on"] is args["waiting_on"]
+
+
+def test_exploration_lists_exactly_the_table_pairs() -> None:
+    assert {(t.source.state, t.target.state) for t in HANDOFF.transitions()} == HANDOFF.pairs()
+    waiting = [p for p in HANDOFF.reachable() if p.state is TaskState.waiting]
+    assert {p["waiting_on"] for p in waiting} == set(WaitingOn)
+    assert len(HANDOFF.reachable()) == len(TaskState) - 1 + len(WaitingOn)
+
+
+def test_rules_read_from_the_table_are_the_seed_rules() -> None:
+    owner, others = (
+        frozenset({WaitingOn.owner_approval}),
+        frozenset({WaitingOn.human, WaitingOn.agent}),
+    )
+    assert {
+        MoveName.APPROVE: owner,
+        MoveName.DENY: owner,
+        MoveName.RESUME: others,
+    } == REQUIRES_WAITING_ON
+    assert list(REQUIRES_WAITING_ON) == [MoveName.APPROVE, MoveName.DENY, MoveName.RESUME]
+    assert {MoveName.HOLD: owner, MoveName.PAUSE: others} == SETS_WAITING_ON
+    assert {MoveName.SEND_BACK, MoveName.REQUEST_CHANGES} == REQUIRES_REASON
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [({}, "waitingOn"), ({"waiting_on": WaitingOn.owner_approval}, "waitingOn")],
+)
+def test_pause_needs_a_reason_to_wait_that_it_may_set(args: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        HANDOFF.apply(HANDOFF.position(TaskState.working), MoveName.PAUSE, args)
+    assert refused.value.field == field
+
+
+# --- The seed's "today" notes, and what Baton does ----------------------------------------
+
+# The seed page's notes, copied by hand: kept verbatim, as the seed's.
+SEED_TODAY = {
+    TaskState.waiting: "Today only the permission gate sets it, when a request needs the owner’s "
+    "approval.",
+    TaskState.verifying: "Today a returned result passes straight through: evidence with the "
+    "required shape completes the task in the same step.",
+    TaskState.approval: "Planned. No tool moves a task here yet.",
+    TaskState.cancelled: "Today the requesting agent’s owner cancels an open task from its task "
+    "page.",
+}
+SEED_WAITING_ON = {
+    WaitingOn.owner_approval: "The permission gate held the request for the owner. Only the "
+    "owner’s decision moves it on: approval routes it, denial rejects it.",
+    WaitingOn.human: "Waiting on a person’s answer. Planned: no tool sets it yet.",
+    WaitingOn.agent: "Waiting on another agent. Planned: no tool sets it yet.",
+}
+
+
+def test_seed_notes_are_kept_verbatim_and_each_says_what_baton_does() -> None:
+    assert {i.state: i.note for i in HANDOFF.states if i.note} == SEED_TODAY
+    assert all(HANDOFF.info(state).in_baton for state in SEED_TODAY)
+    assert SEED_WAITING_ON == WAITING_ON_DESCRIPTIONS
+    for info in HANDOFF.axis("waiting_on").values:
+        assert bool(info.note) == bool(info.in_baton), info.value
+
+
+def test_in_baton_notes_name_real_mutations_and_values() -> None:
+    notes = [i.in_baton or "" for i in HANDOFF.states]
+    notes += [i.in_baton or "" for i in HANDOFF.axis("waiting_on").values]
+    known = {m.mutation for m in HANDOFF.moves} | {
+        member.value for enum in (TaskState, WaitingOn, Verification) for member in enum
+    }
+    named = {word for note in notes for word in re.findall(r"`([^`]+)`", note)}
+    assert named and named <= known, named - known

@@ -17,7 +17,13 @@ class ProtocolState:
     description: str
     terminal: bool
     initial: bool
-    note: str | None = strawberry.field(description="What is built today, or planned.")
+    note: str | None = strawberry.field(
+        description="The seed page's own note on what was built at the time, quoted as the "
+        "seed's; `inBaton` says what Baton does."
+    )
+    in_baton: str | None = strawberry.field(
+        description="What Baton does here, where the seed's note does not describe it."
+    )
     moves_to: list[str]
     reached_from: list[str]
 
@@ -52,6 +58,7 @@ def lifecycle(machine: Machine[Any, Any, Any]) -> Lifecycle:
                 terminal=info.terminal,
                 initial=info.initial,
                 note=info.note,
+                in_baton=info.in_baton,
                 moves_to=[_value(s) for s in machine.targets(info.state)],
                 reached_from=[_value(s) for s in machine.sources(info.state)],
             )

@@ -3,7 +3,8 @@
 The trigger refuses any state change the table does not list, a task created anywhere but in
 the initial state, and a version that does not rise by exactly one per change. CHECK constraints
 hold the per-state invariants. Migrations embed the SQL generated here; a test proves the
-database refuses exactly what the table refuses.
+database refuses exactly what the table refuses. Its text is frozen by the migration that embeds
+it; `baton.store.lifecycle_guard` generates the same kind of guard for any lifecycle.
 """
 
 from __future__ import annotations
