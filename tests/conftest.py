@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.access.principals import Principal
 from baton.access.tokens import create_token
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from baton.store import migrate
 from baton.store.db import Database, create_engine, libpq_url
 from baton.store.embedded import create_database, start_embedded, stop_embedded

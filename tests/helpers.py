@@ -17,7 +17,7 @@ from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
 from baton.metrics import DB_STATEMENTS
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
-from baton.service import HandOff, MoveArgs, TaskService
+from baton.services.tasks import HandOff, MoveArgs, TaskService
 from baton.store.db import Database
 from baton.store.records import TaskRecord
 

@@ -29,7 +29,7 @@ from baton.engine.runner import Engine
 from baton.live.backends import make_backend
 from baton.live.hub import EventHub
 from baton.metrics import HTTP_REQUESTS, REGISTRY
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from baton.settings import Settings
 from baton.store import migrate
 from baton.store.db import Database, libpq_url

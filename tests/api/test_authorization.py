@@ -11,7 +11,7 @@ import pytest
 
 from baton.access.principals import ADMIN, Principal
 from baton.protocol.handoff import HANDOFF, MoveName, TaskState, WaitingOn
-from baton.service import HandOff, TaskService
+from baton.services.tasks import HandOff, TaskService
 from baton.store.records import TaskRecord
 from tests.helpers import PACKET_INPUT, RESULT_INPUT, World, agent, execute, packet
 

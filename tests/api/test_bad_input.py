@@ -18,7 +18,7 @@ import pytest
 from baton.access.principals import ADMIN
 from baton.protocol.handoff import TaskState
 from baton.protocol.task_object import CHECKPOINT_SCHEMA, PACKET_SCHEMA, RESULT_SCHEMA, TASK_SCHEMA
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from baton.store.records import TaskRecord
 from tests.helpers import PACKET_INPUT, RESULT_INPUT, World, agent, execute, execute_raw
 

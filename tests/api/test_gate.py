@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from baton.access.principals import ADMIN, Principal
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from tests.helpers import PACKET_INPUT, World, agent, execute, execute_raw, owner
 
 # --- GraphQL documents -----------------------------------------------------------------------

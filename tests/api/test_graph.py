@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.graph import find_cycles
-from baton.service import HandOff, TaskService
+from baton.services.graphs import find_cycles
+from baton.services.tasks import HandOff, TaskService
 from tests.helpers import World, agent, counting_statements, execute, packet
 
 GRAPH = """

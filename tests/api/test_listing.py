@@ -15,7 +15,7 @@ import pytest
 from baton.access.gate import GateDecision
 from baton.access.principals import ADMIN, Principal
 from baton.protocol.handoff import MoveName, TaskState, WaitingOn
-from baton.service import HandOff, TaskService
+from baton.services.tasks import HandOff, TaskService
 from baton.store.records import TaskRecord
 from tests.helpers import World, execute, owner, packet
 

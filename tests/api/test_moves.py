@@ -22,7 +22,7 @@ from baton.protocol.handoff import (
     WaitingOn,
 )
 from baton.protocol.machine import Move
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from baton.store.records import TaskRecord
 from tests.helpers import RESULT_INPUT, World, execute
 

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from baton.api.schema import schema
 from baton.protocol.handoff import CHECKPOINT_STATES, HANDOFF, MoveName, TaskState, WaitingOn
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from tests.helpers import World, execute
 
 ROOT = Path(__file__).resolve().parents[2]

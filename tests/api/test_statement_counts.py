@@ -8,7 +8,7 @@ import pytest
 
 from baton.access.gate import GateDecision
 from baton.protocol.handoff import TaskState
-from baton.service import HandOff, TaskService
+from baton.services.tasks import HandOff, TaskService
 from tests.helpers import World, agent, counting_statements, execute, packet
 
 BY_ID = "query($id: ID!) { task(id: $id) { id state assignee packet { task } updatedAt } }"

@@ -24,7 +24,7 @@ from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.errors import formatted
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
-from baton.service import HandOff, TaskService
+from baton.services.tasks import HandOff, TaskService
 from tests.helpers import ENGINE, World, agent, execute_raw, packet
 
 ErrorKey = tuple[str, tuple[str | int, ...], str]

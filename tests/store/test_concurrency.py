@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.protocol.handoff import TaskState
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 from tests.helpers import World, execute
 
 ACCEPT = """

@@ -8,7 +8,7 @@ from typing import Any
 from baton.access.principals import Principal
 from baton.errors import Forbidden
 from baton.live.hub import EventHub
-from baton.service import TaskService
+from baton.services.tasks import TaskService
 
 
 @dataclass

@@ -42,7 +42,7 @@ from baton.protocol.handoff import (
     WaitingOn,
     check_move,
 )
-from baton.service import HandOff, MoveArgs, Outcome
+from baton.services.tasks import HandOff, MoveArgs, Outcome
 
 
 @strawberry.type(description="The move was made; `events` are all it appended, oldest first.")

@@ -19,7 +19,7 @@ from baton.api.types import (
     check_page_size,
 )
 from baton.errors import InvalidInput, NotFound
-from baton.graph import Direction, traverse
+from baton.services.graphs import Direction, traverse
 from baton.store.tasks import TaskQuery, encode_cursor
 
 MAX_GRAPH_DEPTH = 50

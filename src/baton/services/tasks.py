@@ -28,7 +28,6 @@ from baton.errors import (
     NotFound,
     VersionConflict,
 )
-from baton.gate_rules import GateRules
 from baton.protocol import task_object
 from baton.protocol.handoff import (
     AFTER_VERIFYING,
@@ -46,6 +45,7 @@ from baton.protocol.handoff import (
     possible_moves,
 )
 from baton.protocol.task_object import DeliverableType
+from baton.services.gate_rules import GateRules
 from baton.store import tasks as store
 from baton.store.db import Connection, Database
 from baton.store.records import EventRecord, TaskRecord
