@@ -34,7 +34,7 @@ from baton.protocol.logic import (
     Undefined,
     Value,
 )
-from baton.protocol.params import Param, camel
+from baton.protocol.params import Kind, Param, camel
 
 S = TypeVar("S", bound=Enum)
 N = TypeVar("N", bound=Enum)
@@ -196,6 +196,10 @@ class Machine(Generic[S, N, A]):
     _transitions: tuple[Transition[S, N, A], ...] = field(init=False, repr=False, compare=False)
     # Per (source, name): the arguments the guard is tried with when none are given.
     _tries: Mapping[tuple[S, N], tuple[Args, ...]] = field(init=False, repr=False, compare=False)
+    # Per (name, steering arguments): the changes it makes (see `changes`), filled on demand.
+    _changes: dict[
+        tuple[N, tuple[tuple[str, object], ...]], tuple[tuple[Position[S], Position[S]], ...]
+    ] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         from baton.protocol.checks import check_declaration, check_exploration
@@ -428,6 +432,33 @@ class Machine(Generic[S, N, A]):
     def reachable(self) -> tuple[Position[S], ...]:
         """Every position reachable from the initial one, in breadth-first order."""
         return self._reachable
+
+    def changes(self, name: N, args: Args = NO_ARGS) -> tuple[tuple[Position[S], Position[S]], ...]:
+        """Every (from, to) the move `name` makes with `args`, from any reachable position.
+
+        Only the arguments that steer a move (its CHOICE parameters) matter here; a store that
+        knows this list can check and apply a move in one statement. Cached per (name, args).
+        """
+        steering = tuple(
+            sorted(
+                (p.name, args[p.name])
+                for p in (self.named(name)[0].params if self.named(name) else ())
+                if p.kind is Kind.CHOICE and args.get(p.name) is not None
+            )
+        )
+        key = (name, steering)
+        found = self._changes.get(key)
+        if found is None:
+            chosen = dict(steering)
+            pairs = []
+            for position in self._reachable:
+                try:
+                    move = self.check(position, name, chosen)
+                    pairs.append((position, self.target_of(move, position, chosen)))
+                except (InvalidMove, Undefined):
+                    continue
+            found = self._changes[key] = tuple(pairs)
+        return found
 
     def transitions(self) -> tuple[Transition[S, N, A], ...]:
         """Every allowed (position -> position, move) from a reachable position."""

@@ -34,7 +34,6 @@ from baton.protocol.handoff import (
     CHECKPOINT_STATES,
     HANDOFF,
     REQUIRES_REASON,
-    REQUIRES_WAITING_ON,
     SETS_WAITING_ON,
     Actor,
     MoveName,
@@ -342,7 +341,7 @@ class TaskService(TaskReader):
         task_object.check("checkpoint", checkpoint, "checkpoint")
         change = store.Change(
             kind="checkpoint_saved",
-            sources=CHECKPOINT_STATES,
+            pairs=SAVE_CHECKPOINT,
             actor=Actor.ASSIGNEE,
             checkpoint=checkpoint,
         )
@@ -358,35 +357,27 @@ class TaskService(TaskReader):
 
 
 def change_for(name: MoveName, args: MoveArgs, *, by_server: bool = False) -> store.Change:
-    """The guarded change a move makes, read off the table and the rules beside it."""
-    moves = [m for m in HANDOFF.moves if m.name is name]
-    target = moves[0].target
-    assert all(m.target is target for m in moves), "a move name has one target"
+    """The guarded change a move makes, read off the table (every position it may start from
+    and where each goes) and the rules beside it."""
+    steering = {"waiting_on": args.waiting_on} if args.waiting_on is not None else {}
     return store.Change(
         kind="moved",
-        sources=frozenset(m.source for m in moves),
+        pairs=HANDOFF.changes(name, steering),
         move=name,
-        target=target,
-        waiting_on=_waiting_on(name, args),
-        requires_waiting_on=REQUIRES_WAITING_ON.get(name),
-        actor=None if by_server else moves[0].actor,
+        actor=None if by_server else HANDOFF.named(name)[0].actor,
         # Work that goes back to `working` drops the result it returned.
-        clears_result=target is TaskState.working,
+        clears_result=HANDOFF.named(name)[0].target is TaskState.working,
     )
+
+
+# A checkpoint changes no position: it may be saved at any position in CHECKPOINT_STATES.
+SAVE_CHECKPOINT = tuple((p, p) for p in HANDOFF.reachable() if p.state in CHECKPOINT_STATES)
 
 
 def _may(principal: Principal, move: Any, task: TaskRecord) -> bool:
     return move is not None and principal.may_act_as(
         move.actor, requester=task.requester, assignee=task.assignee
     )
-
-
-def _waiting_on(name: MoveName, args: MoveArgs) -> WaitingOn | None:
-    """What a move into `waiting` waits on: fixed by the table, or chosen by the caller."""
-    reasons = SETS_WAITING_ON.get(name, frozenset())
-    if len(reasons) == 1:
-        return next(iter(reasons))
-    return args.waiting_on if reasons else None
 
 
 def _check_args(name: MoveName, args: MoveArgs) -> None:

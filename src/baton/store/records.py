@@ -68,7 +68,7 @@ class EventRecord:
         """From a row of the event's own columns (`event_*`) beside the task's at that event
         (see `baton.store.tasks`)."""
         task = TaskRecord.from_mapping(row)
-        move, from_state = row["event_move"], row["event_from"]
+        move, from_state = row["event_name"], row["event_from"]
         return cls(
             id=row["event_id"],
             kind=row["event_kind"],

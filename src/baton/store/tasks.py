@@ -1,14 +1,8 @@
-"""The task store: the guarded move path, the event log, and the reads.
+"""The task store: tasks and their events, written through the guarded change of
+`baton.store.lifecycle`, and the reads.
 
-A change is one statement: it locks the task row, checks in SQL what the protocol and the
-caller's role require (the allowed source states, the waiting-on guard, the expected version,
-who may move), updates the row and appends the event, returning both. It runs on its own
-(autocommit) unless an operation makes several changes at once (a hand-off and its gate
-decision). When it changes nothing, the caller reads the task to say why (`TaskService`).
-
-Event ids are drawn under a transaction-level advisory lock taken after the row lock, in the
-same statement, so they follow commit order: a reader that has seen id N has seen every event
-committed before it.
+A change is one statement; it runs on its own (autocommit) unless an operation makes several
+changes at once (a hand-off and its gate decision, a result and what a passing one leads to).
 """
 
 from __future__ import annotations
@@ -22,19 +16,31 @@ from typing import Any
 
 from baton.access.principals import ROLES, Principal, PrincipalKind, Reach, owner_of
 from baton.errors import InvalidInput
-from baton.protocol.handoff import Actor, MoveName, TaskState, WaitingOn
+from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
+from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
 from baton.store.db import Connection
+from baton.store.lifecycle import Layout, appending, change_statement
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.sql import Params
 
 # Serialises event appends so that event ids follow commit order (see the module docstring).
 EVENT_APPEND_LOCK = 7412002
 
-_EVENT_COLUMNS = (
-    "id AS event_id, kind AS event_kind, move AS event_move, from_state AS event_from, "
-    "actor AS event_actor, reason AS event_reason"
+TASKS = Layout(
+    machine=HANDOFF,
+    table="tasks",
+    events="task_events",
+    subject="task_id",
+    columns=("state", "waiting_on"),
+    name="move",
+    before="from_state",
+    after="to_state",
+    copies=("waiting_on", "result", "latest_checkpoint"),
+    extras=("reason",),
+    lock=EVENT_APPEND_LOCK,
 )
+
 # The task as it was right after event `e`: its fixed columns, and what `e` left the rest at.
 _TASK_AT_EVENT = (
     "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, t.packet, "
@@ -42,28 +48,10 @@ _TASK_AT_EVENT = (
     "e.at AS updated_at"
 )
 EVENTS_WITH_TASKS = (
-    "SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_move, "
+    "SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_name, "
     "e.from_state AS event_from, e.actor AS event_actor, e.reason AS event_reason, "
     f"{_TASK_AT_EVENT} FROM task_events e JOIN tasks t ON t.id = e.task_id"
 )
-
-
-def _appending(kind: str, move: str, actor: str, reason: str) -> str:
-    """The tail of a change statement: after CTE `changed` (the new task row plus its
-    `from_state`), take the append lock, insert the event, return event and task together."""
-    return f"""
-    locked AS (SELECT pg_advisory_xact_lock({EVENT_APPEND_LOCK}) FROM changed),
-    event AS (
-        INSERT INTO task_events (task_id, kind, move, from_state, to_state, actor, reason,
-            version, at, waiting_on, result, latest_checkpoint)
-        SELECT c.id, {kind}, {move}, c.from_state, c.state, {actor}, {reason}, c.version,
-            c.updated_at, c.waiting_on, c.result, c.latest_checkpoint
-        FROM changed c, locked
-        RETURNING {_EVENT_COLUMNS}
-    )
-    SELECT event.*, changed.* FROM event, changed
-    """
-
 
 _INSERT = """
     WITH changed AS (
@@ -73,8 +61,8 @@ _INSERT = """
         VALUES ($1, $2, $3, NULL, $4, $5, split_part($4, '/', 1), split_part($5, '/', 1), $6,
             $7::text[], $8::jsonb, NULL, NULL, $9, 1, $10, now(), now())
         ON CONFLICT (id) DO NOTHING
-        RETURNING *, NULL::text AS from_state
-    ),""" + _appending("'created'", "NULL", "$11", "NULL")
+        RETURNING *, NULL::text AS from_value
+    ),""" + appending(TASKS, "'created'", "NULL", "$11")
 
 
 @dataclass(frozen=True)
@@ -112,14 +100,12 @@ async def insert(conn: Connection, task: NewTask, actor: str) -> EventRecord | N
 
 @dataclass(frozen=True)
 class Change:
-    """One guarded change of a task: what it may start from, what it sets, who may make it."""
+    """One guarded change of a task: the positions it may start from and where each goes, who
+    may make it, and what else it sets."""
 
     kind: str  # moved | checkpoint_saved
-    sources: frozenset[TaskState]
+    pairs: tuple[tuple[Position[TaskState], Position[TaskState]], ...]
     move: MoveName | None = None
-    target: TaskState | None = None  # None: the state stays
-    waiting_on: WaitingOn | None = None  # what a move into `waiting` sets
-    requires_waiting_on: frozenset[WaitingOn] | None = None
     actor: Actor | None = None  # who may make it; None: the server itself (the gate)
     clears_result: bool = False
     result: dict[str, Any] | None = None  # set; `returned_by` is added from the caller
@@ -137,13 +123,8 @@ async def change(
 ) -> EventRecord | None:
     """Apply `change` if every guard holds now; None when one does not (nothing written)."""
     p = Params()
-    p(task_id)  # $1
-    p(sorted(s.value for s in change.sources))  # $2
-    p(expected_version)  # $3
+    select = f"id = {p(task_id)}"
     sets = []
-    if change.target is not None:
-        sets.append(f"state = {p(change.target.value)}")
-        sets.append(f"waiting_on = {p(change.waiting_on.value if change.waiting_on else None)}")
     if change.clears_result:
         sets.append("result = NULL")
     if change.result is not None:
@@ -154,20 +135,21 @@ async def change(
         )
     if change.checkpoint is not None:
         sets.append(f"latest_checkpoint = {p(change.checkpoint)}::jsonb")
-    guards = ["old.state = ANY($2::text[])", "($3::int IS NULL OR old.version = $3)"]
-    if change.requires_waiting_on is not None:
-        waits = sorted(w.value for w in change.requires_waiting_on)
-        guards.append(f"old.waiting_on = ANY({p(waits)}::text[])")
-    if change.actor is not None:
-        guards.append(role_sql(principal, change.actor, p, "old"))
-    move = p(change.move.value if change.move else None)
-    sql = f"""
-    WITH old AS (SELECT * FROM tasks WHERE id = $1 FOR UPDATE),
-    changed AS (
-        UPDATE tasks t SET {", ".join(sets)}, version = t.version + 1, updated_at = now()
-        FROM old WHERE t.id = old.id AND {" AND ".join(guards)}
-        RETURNING t.*, old.state AS from_state
-    ),""" + _appending(f"'{change.kind}'", f"{move}::text", p(principal.handle), p(reason))
+    guards = [] if change.actor is None else [role_sql(principal, change.actor, p, "old")]
+    move = f"{p(change.move.value if change.move else None)}::text"
+    sql = change_statement(
+        TASKS,
+        p,
+        pairs=change.pairs,
+        select=select,
+        sets=sets,
+        guards=guards,
+        expected_version=expected_version,
+        kind=f"'{change.kind}'",
+        name=move,
+        actor=p(principal.handle),
+        extras={"reason": p(reason)},
+    )
     row = await conn.fetchrow(sql, *p.values)
     return EventRecord.from_row(row) if row is not None else None
 
@@ -335,11 +317,11 @@ async def dependents_of(
 
 
 _EVENTS_OF_MANY = f"""
-SELECT {_TASK_AT_EVENT}, e.event_id, e.event_kind, e.event_move, e.event_from, e.event_actor,
+SELECT {_TASK_AT_EVENT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
     e.event_reason
 FROM unnest($1::text[]) AS wanted(id)
 CROSS JOIN LATERAL (
-    SELECT {_EVENT_COLUMNS}, task_id, to_state, waiting_on, result, latest_checkpoint, version,
+    SELECT {TASKS.returned}, task_id, to_state, waiting_on, result, latest_checkpoint, version,
         at
     FROM task_events WHERE task_id = wanted.id AND id > $2 ORDER BY id LIMIT $3
 ) AS e

@@ -1,0 +1,152 @@
+"""The guarded change of any lifecycle's row, as one statement, and its event.
+
+A lifecycle's table lists, for a move and its steering arguments, every (from, to) change of
+the position it makes (`Machine.changes`). The statement locks the row, matches its position
+against that list, checks the expected version and the caller's role, writes the new position
+(and whatever else the operation sets), takes the log's append lock and inserts the event,
+returning event and row together. Nothing is written when a guard fails; the service then reads
+the row to say why. Tasks and runs both change this way; `Layout` says where each one lives.
+
+Event ids are drawn under the log's transaction-level advisory lock, taken after the row lock in
+the same statement, so they follow commit order: a reader that has seen id N has seen every event
+committed before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from baton.protocol.machine import Machine, Position
+from baton.store.sql import Params
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a lifecycle's rows and events live."""
+
+    machine: Machine[Any, Any, Any]
+    table: str  # the rows: tasks, runs
+    events: str  # their log: task_events, run_events
+    subject: str  # the log's column naming the row: task_id, run_id
+    columns: tuple[str, ...]  # the row's column for each axis, in position order
+    name: str  # the log's column for the move's name
+    before: str  # the log's column for the primary axis before the change
+    after: str  # ... and after it
+    copies: tuple[str, ...]  # row columns the log keeps as they were after the change
+    extras: tuple[str, ...]  # the log's own columns, given per change (a reason, details)
+    lock: int  # the advisory lock that orders this log's ids
+
+    @property
+    def returned(self) -> str:
+        """The event's own columns, as the statements return them (`event_*`)."""
+        own = [
+            "id AS event_id",
+            "kind AS event_kind",
+            f"{self.name} AS event_name",
+            f"{self.before} AS event_from",
+            "actor AS event_actor",
+            *(f"{extra} AS event_{extra}" for extra in self.extras),
+        ]
+        return ", ".join(own)
+
+
+def _literal(value: Enum | None) -> str:
+    return "NULL::text" if value is None else f"'{value.value}'::text"
+
+
+def _values(pairs: Sequence[tuple[Position[Any], Position[Any]]]) -> str:
+    rows = ["(" + ", ".join(_literal(v) for _, v in (*a.values, *b.values)) + ")" for a, b in pairs]
+    return ", ".join(rows)
+
+
+def appending(
+    layout: Layout, kind: str, name: str, actor: str, extras: dict[str, str] | None = None
+) -> str:
+    """The tail of a change statement, after CTE `changed` (the row after the change, plus
+    `from_value`, the primary axis before it): take the log's lock, append the event, return
+    the event's columns and the row's. Arguments are SQL expressions (literals or $n)."""
+    given = extras or {}
+    columns = [
+        layout.subject,
+        "kind",
+        layout.name,
+        layout.before,
+        layout.after,
+        "actor",
+        *layout.extras,
+        *layout.copies,
+        "version",
+        "at",
+    ]
+    values = [
+        "c.id",
+        kind,
+        name,
+        "c.from_value",
+        f"c.{layout.columns[0]}",
+        actor,
+        *(given.get(extra, "NULL") for extra in layout.extras),
+        *(f"c.{copy}" for copy in layout.copies),
+        "c.version",
+        "c.updated_at",
+    ]
+    return f"""
+    locked AS (SELECT pg_advisory_xact_lock({layout.lock}) FROM changed),
+    event AS (
+        INSERT INTO {layout.events} ({", ".join(columns)})
+        SELECT {", ".join(values)}
+        FROM changed c, locked
+        RETURNING {layout.returned}
+    )
+    SELECT event.*, changed.* FROM event, changed
+    """
+
+
+def change_statement(
+    layout: Layout,
+    p: Params,
+    *,
+    pairs: Sequence[tuple[Position[Any], Position[Any]]],
+    select: str,
+    skip_locked: bool = False,
+    sets: Sequence[str] = (),
+    guards: Sequence[str] = (),
+    expected_version: int | None = None,
+    kind: str = "'moved'",
+    name: str = "NULL",
+    actor: str = "NULL",
+    extras: dict[str, str] | None = None,
+) -> str:
+    """One statement that changes the row `select` picks (a WHERE over the table, which may end
+    in ORDER BY … LIMIT; with `skip_locked`, rows another transaction holds are passed over)
+    from one position of `pairs` to its partner, if the `guards` (over `old`, the locked row)
+    and `expected_version` hold."""
+    axes = len(layout.columns)
+    before = [f"f{i}" for i in range(axes)]
+    after = [f"t{i}" for i in range(axes)]
+    matches = [
+        f"old.{c} IS NOT DISTINCT FROM m.{f}" for c, f in zip(layout.columns, before, strict=True)
+    ]
+    writes = [f"{c} = m.{t}" for c, t in zip(layout.columns, after, strict=True)]
+    if expected_version is not None:
+        guards = [*guards, f"old.version = {p(expected_version)}"]
+    if not pairs:
+        matches = ["FALSE"]  # no position allows it: nothing changes, the service says why
+    lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
+    return f"""
+    WITH old AS (SELECT * FROM {layout.table} WHERE {select} {lock}),
+    moves ({", ".join(before + after)}) AS (VALUES {_values(pairs) or _nothing(axes)}),
+    changed AS (
+        UPDATE {layout.table} r SET {", ".join([*writes, *sets])},
+            version = r.version + 1, updated_at = now()
+        FROM old, moves m
+        WHERE r.id = old.id AND {" AND ".join([*matches, *guards])}
+        RETURNING r.*, old.{layout.columns[0]} AS from_value
+    ),""" + appending(layout, kind, name, actor, extras)
+
+
+def _nothing(axes: int) -> str:
+    return "(" + ", ".join(["NULL::text"] * (2 * axes)) + ")"
