@@ -17,6 +17,7 @@ from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
 from baton.metrics import DB_STATEMENTS
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.services.runs import RunService
 from baton.services.tasks import HandOff, MoveArgs, TaskService
 from baton.store.db import Database
 from baton.store.records import TaskRecord
@@ -196,6 +197,11 @@ async def execute(
     return response.data
 
 
+def context(principal: Principal, service: TaskService) -> Context:
+    """What a request of `principal` gets, on the test database (no live events)."""
+    return Context(principal, service, RunService(service.db))
+
+
 @dataclass(frozen=True)
 class Response:
     """An in-process answer: `data` is None when absent (refused) or null."""
@@ -210,7 +216,7 @@ async def execute_raw(
     query: str,
     variables: dict[str, Any] | None = None,
 ) -> Response:
-    outcome = await ENGINE.execute(Request(query, variables), Context(principal, service))
+    outcome = await ENGINE.execute(Request(query, variables), context(principal, service))
     return Response(None if outcome.refused else outcome.data, outcome.errors)
 
 

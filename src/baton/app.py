@@ -7,6 +7,7 @@ Starlette serves the rest (health, readiness, metrics) and runs the lifespan.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,12 +29,15 @@ from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
 from baton.live.backends import make_backend
 from baton.live.hub import EventHub
+from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.metrics import HTTP_REQUESTS, REGISTRY
+from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.settings import Settings
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
 from baton.store.embedded import start_embedded
+from baton.store.records import EventRecord, RunEventRecord
 from baton.web.auth import TokenCache
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_ws import GraphQLWS
@@ -50,10 +54,12 @@ class Runtime:
 
     db: Database
     service: TaskService
-    hub: EventHub
+    runs: RunService
+    hub: EventHub[EventRecord]
+    run_hub: EventHub[RunEventRecord]
 
     def context(self, principal: Principal) -> Context:
-        return Context(principal, self.service, self.hub)
+        return Context(principal, self.service, self.runs, self.hub, self.run_hub)
 
 
 def database_url(settings: Settings) -> str:
@@ -63,6 +69,20 @@ def database_url(settings: Settings) -> str:
         "BATON_DATABASE_URL is unset: starting an embedded PostgreSQL in %s", settings.data_dir
     )
     return start_embedded(settings.data_dir)
+
+
+async def _sweep(runs: RunService, lease_seconds: float) -> None:
+    """Move runs whose lease ran out to `waiting_for_agent`, a few times per lease; several
+    processes may sweep at once (the store skips rows another sweep holds)."""
+    period = max(0.2, min(5.0, lease_seconds / 4))
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await runs.sweep()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the database being away must not stop sweeping for good
+            log.warning("run sweeper: %s", exc)
 
 
 class Front:
@@ -110,14 +130,27 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             await migrate.upgrade_url(url)
         db = await Database.connect(url)
         broadcast = Broadcast(backend=make_backend(settings.broadcast_url or libpq_url(url)))
-        hub = EventHub(db, broadcast, poll_interval=settings.poll_seconds)
+        await broadcast.connect()
+        hub = EventHub(db, broadcast, TASK_LOG, poll_interval=settings.poll_seconds)
+        run_hub = EventHub(db, broadcast, RUN_LOG, poll_interval=settings.poll_seconds)
         await hub.start()
+        await run_hub.start()
         service = TaskService(db, on_commit=hub.publish)
-        runtime["current"] = Runtime(db=db, service=service, hub=hub)
+        runs = RunService(db, lease_seconds=settings.run_lease_seconds, on_commit=run_hub.publish)
+        sweeper = asyncio.create_task(
+            _sweep(runs, settings.run_lease_seconds), name="baton-sweeper"
+        )
+        runtime["current"] = Runtime(db, service, runs, hub, run_hub)
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await hub.stop()
+            await run_hub.stop()
+            with contextlib.suppress(Exception):
+                await broadcast.disconnect()
             await db.close()
 
     async def healthz(request: Request) -> Response:

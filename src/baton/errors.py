@@ -20,6 +20,16 @@ class NotFound(BatonError):
         self.id = id
 
 
+class NothingToClaim(NotFound):
+    """No claimable run is left in the queue asked for."""
+
+    def __init__(self, owner: str, project: str | None) -> None:
+        super().__init__("claimable run", "")
+        where = f" in project {project}" if project is not None else ""
+        self.message = f"no claimable run of owner {owner}{where}"
+        self.args = (self.message,)
+
+
 class Forbidden(BatonError):
     code = "forbidden"
 
@@ -44,11 +54,20 @@ class InvalidMove(BatonError):
         self.allowed_moves: tuple[str, ...] = ()
 
 
+class InvalidRunMove(InvalidMove):
+    """The pipeline table does not allow `move` at the run's position."""
+
+    def __init__(self, status: str, phase: str, checkpoint: str, move: str, message: str) -> None:
+        super().__init__(status, move, message)
+        self.phase = phase
+        self.checkpoint = checkpoint
+
+
 class VersionConflict(BatonError):
     code = "version_conflict"
 
-    def __init__(self, expected: int, actual: int) -> None:
-        super().__init__(f"expected version {expected}, the task is at version {actual}")
+    def __init__(self, expected: int, actual: int, subject: str = "task") -> None:
+        super().__init__(f"expected version {expected}, the {subject} is at version {actual}")
         self.expected = expected
         self.actual = actual
 

@@ -15,6 +15,7 @@ class Settings:
     log_level: str
     poll_seconds: float = 1.0
     max_body_bytes: int = 1024 * 1024
+    run_lease_seconds: float = 60.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -25,4 +26,6 @@ class Settings:
             log_level=os.environ.get("BATON_LOG_LEVEL", "info"),
             # How often each process re-reads the event log when no wake-up arrives.
             poll_seconds=float(os.environ.get("BATON_POLL_SECONDS", "1.0")),
+            # How long a claimed run stays claimed without a heartbeat.
+            run_lease_seconds=float(os.environ.get("BATON_RUN_LEASE_SECONDS", "60")),
         )

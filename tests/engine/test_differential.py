@@ -20,12 +20,11 @@ from hypothesis import strategies as st
 from hypothesis_graphql import from_schema
 
 from baton.access.principals import Principal
-from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.errors import formatted
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.services.tasks import HandOff, TaskService
-from tests.helpers import ENGINE, World, agent, execute_raw, packet
+from tests.helpers import ENGINE, World, agent, context, execute_raw, packet
 
 ErrorKey = tuple[str, tuple[str | int, ...], str]
 
@@ -46,7 +45,7 @@ async def reference(
     result = execute(
         schema._schema,
         parse(query),
-        context_value=Context(principal, service),
+        context_value=context(principal, service),
         variable_values=variables,
         executor_class=InDocumentOrder,
     )

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from baton.errors import InvalidInput
 from baton.protocol.handoff import Actor
+from baton.protocol.pipeline import RunActor
 from baton.protocol.task_object import HANDLE_PATTERN, OWNER_PATTERN
 
 
@@ -95,5 +96,23 @@ class Principal:
     def sees(self, *, requester: str, assignee: str) -> bool:
         return self.acts_for(requester) or self.acts_for(assignee)
 
+    # --- runs: a run belongs to an owner ----------------------------------------------------
+
+    def may_see_run(self, owner: str) -> bool:
+        """The run's owner, its agents, and admin."""
+        return self.is_admin or self.owner == owner
+
+    def may_drive(self, actor: RunActor, *, owner: str) -> bool:
+        """Whether this principal may make a run event of role `actor` on a run of `owner`."""
+        if self.is_admin:
+            return True
+        if actor is RunActor.SYSTEM:
+            return False
+        if actor is RunActor.OWNER:
+            return self.kind is PrincipalKind.OWNER and self.handle == owner
+        return self.owner == owner
+
 
 ADMIN = Principal(PrincipalKind.ADMIN, "admin")
+# The server itself, for what it does on its own (a run's lease running out); never a token.
+SYSTEM = Principal(PrincipalKind.ADMIN, "system")

@@ -8,7 +8,9 @@ from typing import Any
 from baton.access.principals import Principal
 from baton.errors import Forbidden
 from baton.live.hub import EventHub
+from baton.services.runs import RunService
 from baton.services.tasks import TaskService
+from baton.store.records import EventRecord, RunEventRecord
 
 
 @dataclass
@@ -18,7 +20,9 @@ class Context:
 
     caller: Principal | None
     service: TaskService
-    hub: EventHub | None = None
+    runs: RunService
+    hub: EventHub[EventRecord] | None = None
+    run_hub: EventHub[RunEventRecord] | None = None
     connection_params: dict[str, Any] | None = None
 
     @property
@@ -28,7 +32,13 @@ class Context:
         return self.caller
 
     @property
-    def events(self) -> EventHub:
+    def events(self) -> EventHub[EventRecord]:
         if self.hub is None:
             raise RuntimeError("live events are not running in this process")
         return self.hub
+
+    @property
+    def run_events(self) -> EventHub[RunEventRecord]:
+        if self.run_hub is None:
+            raise RuntimeError("live events are not running in this process")
+        return self.run_hub

@@ -9,6 +9,7 @@ import strawberry
 from baton.access.gate import GateDecision
 from baton.access.principals import PrincipalKind
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 
 
@@ -16,6 +17,11 @@ class TaskEventKind(StrEnum):
     created = "created"
     moved = "moved"
     checkpoint_saved = "checkpoint_saved"
+
+
+class RunEventKind(StrEnum):
+    created = "created"
+    moved = "moved"
 
 
 class GraphDirection(StrEnum):
@@ -42,10 +48,16 @@ _DESCRIPTIONS: dict[type[Enum], str] = {
     TaskEventKind: "What an event records.",
     GraphDirection: "Which edges `taskGraph` follows: UPSTREAM follows dependencies, "
     "DOWNSTREAM dependents.",
+    RunStatus: "A run's status (the seed's snake_case names).",
+    RunPhase: "What a run is doing (the seed's snake_case names).",
+    RunCheckpoint: "A run's ordered resume barriers, first to last (the seed's snake_case names).",
+    RunEvent: "An event of the pipeline lifecycle; `protocol.pipeline.moves` lists each with "
+    "its mutation.",
+    RunEventKind: "What a run event records.",
 }
 
 # GraphQL names where they differ from the Python class's.
-_NAMES: dict[type[Enum], str] = {Verification: "VerificationMode"}
+_NAMES: dict[type[Enum], str] = {Verification: "VerificationMode", RunEvent: "RunEventName"}
 
 for _enum, _description in _DESCRIPTIONS.items():
     strawberry.enum(_enum, name=_NAMES.get(_enum), description=_description)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import strawberry
 
 from baton import errors
+from baton.api import enums  # noqa: F401  (the protocol's enums, registered with their names)
 from baton.protocol.handoff import MoveName, TaskState
+from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
 
 
 @strawberry.interface(name="Error", description="An expected failure; nothing was changed.")
@@ -20,6 +22,17 @@ class InvalidStateError(Error):
     move: str = strawberry.field(description="The refused move (a MoveName, or SAVE_CHECKPOINT).")
     allowed_moves: list[MoveName] = strawberry.field(
         description="The moves the caller may make on the task now."
+    )
+
+
+@strawberry.type(description="The pipeline table does not allow this event at the run's position.")
+class InvalidRunStateError(Error):
+    status: RunStatus
+    phase: RunPhase
+    checkpoint: RunCheckpoint
+    event: str = strawberry.field(description="The refused event (a RunEventName, or HEARTBEAT).")
+    allowed_events: list[RunEvent] = strawberry.field(
+        description="The events the caller may make on the run now."
     )
 
 
@@ -51,6 +64,7 @@ class DuplicateTaskError(Error):
 
 AnyError = (
     InvalidStateError
+    | InvalidRunStateError
     | NotFoundError
     | ForbiddenError
     | VersionConflictError
@@ -61,6 +75,16 @@ AnyError = (
 
 def to_error(exc: errors.BatonError) -> AnyError:
     match exc:
+        case errors.InvalidRunMove():
+            return InvalidRunStateError(
+                code=exc.code,
+                message=exc.message,
+                status=RunStatus(exc.state),
+                phase=RunPhase(exc.phase),
+                checkpoint=RunCheckpoint(exc.checkpoint),
+                event=exc.move,
+                allowed_events=[RunEvent(m) for m in exc.allowed_moves],
+            )
         case errors.InvalidMove():
             return InvalidStateError(
                 code=exc.code,

@@ -4,9 +4,7 @@ Deliberately no `from __future__ import annotations`: the generated resolvers' a
 must be real types for Strawberry to read.
 """
 
-import types
-from collections.abc import Awaitable
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any
 
 import strawberry
 from strawberry.types import Info
@@ -20,8 +18,8 @@ from baton.api.errors import (
     InvalidStateError,
     NotFoundError,
     VersionConflictError,
-    to_error,
 )
+from baton.api.expected import expected
 from baton.api.inputs import (
     DeleteGateRuleInput,
     HandOffInput,
@@ -29,17 +27,15 @@ from baton.api.inputs import (
     SaveCheckpointInput,
     SetGateRuleInput,
 )
+from baton.api.moves import ObjectParam, move_fields
+from baton.api.run_mutations import RUN_FIELDS
 from baton.api.types import GateRuleType, Task, TaskEvent
-from baton.errors import BatonError, InvalidInput
-from baton.metrics import MOVES
+from baton.errors import InvalidInput
 from baton.protocol.handoff import (
     AFTER_VERIFYING,
     HANDOFF,
-    REQUIRES_REASON,
-    SETS_WAITING_ON,
     MoveName,
     TaskState,
-    WaitingOn,
     check_move,
 )
 from baton.services.tasks import HandOff, MoveArgs, Outcome
@@ -92,19 +88,6 @@ DeleteGateRuleResult = Annotated[
     strawberry.union("DeleteGateRuleResult"),
 ]
 
-T = TypeVar("T")
-
-
-async def _expected(mutation: str, call: Awaitable[T]) -> T | Any:
-    """Run a service call; an expected failure becomes its error type. Counts the outcome."""
-    try:
-        outcome = await call
-    except BatonError as exc:
-        MOVES.labels(mutation=mutation, outcome=exc.code).inc()
-        return to_error(exc)
-    MOVES.labels(mutation=mutation, outcome="ok").inc()
-    return outcome
-
 
 def _move_success(outcome: Outcome) -> MoveSuccess:
     return MoveSuccess(
@@ -115,45 +98,9 @@ def _move_success(outcome: Outcome) -> MoveSuccess:
 # --- one mutation per move name, from the table -------------------------------------------
 
 
-def _move_input_type(name: MoveName) -> type:
-    """`<Mutation>Input`: id, expectedVersion, and what this move needs besides."""
-    move = next(m for m in HANDOFF.moves if m.name is name)
-    fields: dict[str, Any] = {
-        "id": (strawberry.ID, strawberry.field(description="The task.")),
-        "expected_version": (
-            int | None,
-            strawberry.field(
-                default=None, description="When given and different, VersionConflictError."
-            ),
-        ),
-    }
-    if len(SETS_WAITING_ON.get(name, ())) > 1:
-        fields["waiting_on"] = (WaitingOn, strawberry.field(description="What the task waits on."))
-    if name is MoveName.SUBMIT_RESULT:
-        fields["result"] = (ResultInput, strawberry.field(description="The result to verify."))
-    if name in REQUIRES_REASON:
-        fields["reason"] = (str, strawberry.field(description="Why (required for this move)."))
-    else:
-        fields["reason"] = (
-            str | None,
-            strawberry.field(default=None, description="Why; kept on the event."),
-        )
-    namespace = {key: spec[1] for key, spec in fields.items()}
-    namespace["__annotations__"] = {key: spec[0] for key, spec in fields.items()}
-    cls = types.new_class(
-        move.mutation[0].upper() + move.mutation[1:] + "Input",
-        (),
-        {},
-        lambda ns: ns.update(namespace),
-    )
-    return strawberry.input(cls)
-
-
 def _describe(name: MoveName) -> str:
-    pairs = ", ".join(
-        f"{m.source.value} → {m.target.value}" for m in HANDOFF.moves if m.name is name
-    )
-    actor = next(m.actor for m in HANDOFF.moves if m.name is name).value.replace("_", " ")
+    pairs = ", ".join(f"{m.source.value} → {m.target.value}" for m in HANDOFF.named(name))
+    actor = HANDOFF.named(name)[0].actor.value.replace("_", " ")
     text = f"{pairs} (who: {actor})."
     if name is MoveName.SUBMIT_RESULT:
         for mode, follow in AFTER_VERIFYING.items():
@@ -165,35 +112,32 @@ def _describe(name: MoveName) -> str:
     return text
 
 
-def _move_field(name: MoveName) -> StrawberryField:
-    input_type = _move_input_type(name)
-    mutation = next(m.mutation for m in HANDOFF.moves if m.name is name)
-
-    async def resolve(info: Info[Context, None], input: Any) -> MoveResult:
-        args = MoveArgs(
-            waiting_on=getattr(input, "waiting_on", None),
-            result=input.result.to_seed() if getattr(input, "result", None) else None,
-            reason=input.reason,
-        )
-        outcome = await _expected(
-            mutation,
-            info.context.service.move(
-                info.context.principal,
-                name,
-                str(input.id),
-                expected_version=input.expected_version,
-                args=args,
+async def _move(info: Info[Context, None], name: Any, input: Any, args: dict[str, Any]) -> Any:
+    outcome = await expected(
+        HANDOFF.named(name)[0].mutation,
+        info.context.service.move(
+            info.context.principal,
+            name,
+            str(input.id),
+            expected_version=input.expected_version,
+            args=MoveArgs(
+                waiting_on=args.get("waiting_on"),
+                result=args.get("result"),
+                reason=args.get("reason"),
             ),
-        )
-        return _move_success(outcome) if isinstance(outcome, Outcome) else outcome
-
-    resolve.__annotations__["input"] = input_type
-    resolve.__name__ = resolve.__qualname__ = mutation  # the field's Python name, kept unique
-    field = strawberry.mutation(resolver=resolve, name=mutation, description=_describe(name))
-    return cast(StrawberryField, field)
+        ),
+    )
+    return _move_success(outcome) if isinstance(outcome, Outcome) else outcome
 
 
-MOVE_FIELDS: list[StrawberryField] = [_move_field(name) for name in HANDOFF.names()]
+MOVE_FIELDS: list[StrawberryField] = move_fields(
+    HANDOFF,
+    subject="task",
+    result=MoveResult,
+    resolve=_move,
+    describe=_describe,
+    objects={"result": ObjectParam(ResultInput, lambda value: value.to_seed())},
+)
 
 
 # --- the rest -----------------------------------------------------------------------------
@@ -213,7 +157,7 @@ async def hand_off(info: Info[Context, None], input: HandOffInput) -> HandOffRes
         packet=input.packet.to_seed(),
         verification=input.verification,
     )
-    outcome = await _expected("handOff", info.context.service.hand_off(info.context.principal, h))
+    outcome = await expected("handOff", info.context.service.hand_off(info.context.principal, h))
     if not isinstance(outcome, Outcome):
         return outcome  # type: ignore[no-any-return]
     return HandOffSuccess(
@@ -227,7 +171,7 @@ async def hand_off(info: Info[Context, None], input: HandOffInput) -> HandOffRes
     "(assignee side). Appends a `checkpoint_saved` event and bumps the version.",
 )
 async def save_checkpoint(info: Info[Context, None], input: SaveCheckpointInput) -> MoveResult:
-    outcome = await _expected(
+    outcome = await expected(
         "saveCheckpoint",
         info.context.service.save_checkpoint(
             info.context.principal,
@@ -263,7 +207,7 @@ async def set_gate_rule(info: Info[Context, None], input: SetGateRuleInput) -> G
         )
         return GateRuleSuccess(rule=GateRuleType.of(rule))
 
-    return await _expected("setGateRule", run())
+    return await expected("setGateRule", run())
 
 
 @strawberry.mutation(name="deleteGateRule", description="Remove a rule (its owner or admin).")
@@ -274,7 +218,7 @@ async def delete_gate_rule(
         rule = await info.context.service.rules.delete(info.context.principal, _rule_id(input.id))
         return DeleteGateRuleSuccess(rule=GateRuleType.of(rule))
 
-    return await _expected("deleteGateRule", run())
+    return await expected("deleteGateRule", run())
 
 
 ALL_FIELDS: list[StrawberryField] = [
@@ -283,4 +227,5 @@ ALL_FIELDS: list[StrawberryField] = [
     save_checkpoint,
     set_gate_rule,
     delete_gate_rule,
+    *RUN_FIELDS,
 ]

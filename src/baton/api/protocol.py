@@ -9,6 +9,7 @@ import strawberry
 
 from baton.protocol.handoff import HANDOFF
 from baton.protocol.machine import Machine
+from baton.protocol.pipeline import PIPELINE
 
 
 @strawberry.type
@@ -26,6 +27,13 @@ class ProtocolState:
     )
     moves_to: list[str]
     reached_from: list[str]
+    label: str | None = strawberry.field(
+        default=None, description="The seed's friendly label, where it gives one."
+    )
+    failure: bool = strawberry.field(
+        default=False,
+        description="Where a failed run rests: not an end, it keeps an exit (a retry).",
+    )
 
 
 @strawberry.type(description="One allowed (from, to) pair.")
@@ -37,11 +45,34 @@ class ProtocolMove:
     actor: str = strawberry.field(description="Who may make it (admin may make every move).")
 
 
+@strawberry.type(description="A value of one of a lifecycle's attributes.")
+class ProtocolValue:
+    name: str
+    label: str | None = strawberry.field(description="The seed's friendly label, if any.")
+    description: str
+
+
+@strawberry.type(
+    description="An attribute of a lifecycle's position besides its state (a task's "
+    "`waiting_on`; a run's `phase` and `checkpoint`)."
+)
+class ProtocolAttribute:
+    name: str
+    ordered: bool = strawberry.field(
+        description="Whether `values` are in a meaningful order (a run's checkpoints)."
+    )
+    values: list[ProtocolValue]
+
+
 @strawberry.type
 class Lifecycle:
     name: str
     states: list[ProtocolState]
-    moves: list[ProtocolMove]
+    moves: list[ProtocolMove] = strawberry.field(
+        description="One (from, to) pair per entry: a move that leaves several states is "
+        "listed once for each."
+    )
+    attributes: list[ProtocolAttribute]
 
 
 def _value(e: Enum) -> str:
@@ -61,8 +92,21 @@ def lifecycle(machine: Machine[Any, Any, Any]) -> Lifecycle:
                 in_baton=info.in_baton,
                 moves_to=[_value(s) for s in machine.targets(info.state)],
                 reached_from=[_value(s) for s in machine.sources(info.state)],
+                label=info.label,
+                failure=info.failure,
             )
             for info in machine.states
+        ],
+        attributes=[
+            ProtocolAttribute(
+                name=axis.name,
+                ordered=axis.ordered,
+                values=[
+                    ProtocolValue(name=_value(v.value), label=v.label, description=v.description)
+                    for v in axis.values
+                ],
+            )
+            for axis in machine.attributes
         ],
         moves=[
             ProtocolMove(
@@ -82,3 +126,10 @@ class Protocol:
     @strawberry.field(description="The handoff protocol: 10 states, 22 moves.")
     def handoff(self) -> Lifecycle:
         return lifecycle(HANDOFF)
+
+    @strawberry.field(
+        description="The pipeline-run lifecycle: 8 statuses, 6 phases, 8 ordered checkpoints "
+        "(`attributes`), and its events."
+    )
+    def pipeline(self) -> Lifecycle:
+        return lifecycle(PIPELINE)

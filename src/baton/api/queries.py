@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import strawberry
 from strawberry.types import Info
 
@@ -9,6 +11,7 @@ from baton.api.context import Context
 from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
 from baton.api.protocol import Protocol
+from baton.api.runs import Run, RunConnection, run_edges
 from baton.api.types import (
     GateRuleType,
     PageInfo,
@@ -19,7 +22,9 @@ from baton.api.types import (
     check_page_size,
 )
 from baton.errors import InvalidInput, NotFound
+from baton.protocol.pipeline import RunPhase, RunStatus
 from baton.services.graphs import Direction, traverse
+from baton.store.runs import RunQuery
 from baton.store.tasks import TaskQuery, encode_cursor
 
 MAX_GRAPH_DEPTH = 50
@@ -57,6 +62,26 @@ def _query(f: TaskFilter | None) -> TaskQuery:
         deliverable_types=[d.value for d in f.deliverable_types or []],
         updated_after=f.updated_after,
     )
+
+
+@strawberry.input(description="All given conditions must hold; a list matches any of its items.")
+class RunFilter:
+    project: str | None = None
+    statuses: list[RunStatus] | None = None
+    phases: list[RunPhase] | None = None
+    task_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Runs linked to this handoff task."
+    )
+    updated_after: datetime | None = None
+
+    def to_query(self) -> RunQuery:
+        return RunQuery(
+            projects=[self.project] if self.project is not None else [],
+            statuses=self.statuses or [],
+            phases=self.phases or [],
+            task_ids=[str(self.task_id)] if self.task_id is not None else [],
+            updated_after=self.updated_after,
+        )
 
 
 @strawberry.type
@@ -125,6 +150,41 @@ class Query:
             ],
             cycles=[[strawberry.ID(i) for i in c] for c in graph.cycles],
             unresolved=graph.unresolved,
+        )
+
+    @strawberry.field(description="A run the caller can see, or null.")
+    async def run(self, info: Info[Context, None], id: strawberry.ID) -> Run | None:
+        try:
+            record = await info.context.runs.get(info.context.principal, str(id))
+        except NotFound:
+            return None
+        return Run(record=record)
+
+    @strawberry.field(
+        description="Runs the caller can see (its owner's), newest `updatedAt` first. `first` "
+        "is at most 100."
+    )
+    async def runs(
+        self,
+        info: Info[Context, None],
+        filter: RunFilter | None = None,
+        first: int = 50,
+        after: str | None = None,
+    ) -> RunConnection:
+        check_page_size(first)
+        runs, principal = info.context.runs, info.context.principal
+        query = filter.to_query() if filter is not None else RunQuery()
+        rows, more = await runs.page(principal, query, first, after)
+        edges = run_edges(rows)
+        return RunConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=more,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+            count_total=lambda: runs.count(principal, query),
         )
 
     @strawberry.field(

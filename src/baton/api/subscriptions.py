@@ -9,10 +9,13 @@ from strawberry.types import Info
 
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.api.runs import RunEventEntry
 from baton.api.types import Task, TaskEvent, parse_event_cursor
 from baton.errors import InvalidInput
 from baton.live.filters import EventFilter
+from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.protocol.handoff import HANDOFF, TaskState
+from baton.protocol.pipeline import RunEvent, RunStatus
 
 MAX_FILTER_VALUES = 100
 
@@ -40,6 +43,36 @@ class TaskEventFilter:
             states=frozenset(self.states) if self.states is not None else None,
             requester=self.requester,
             assignee=self.assignee,
+        )
+
+
+@strawberry.input(description="All given conditions must hold; a list matches any of its items.")
+class RunEventFilter:
+    run_ids: list[strawberry.ID] | None = None
+    projects: list[str] | None = None
+    task_ids: list[strawberry.ID] | None = strawberry.field(
+        default=None, description="Events of runs linked to these handoff tasks."
+    )
+    events: list[RunEvent] | None = None
+    statuses: list[RunStatus] | None = strawberry.field(
+        default=None, description="Events whose `toStatus` is one of these."
+    )
+
+    def to_filter(self) -> RunFilterSpec:
+        for name in ("run_ids", "projects", "task_ids", "events", "statuses"):
+            values = getattr(self, name)
+            if values is not None and len(values) > MAX_FILTER_VALUES:
+                raise InvalidInput(f"filter.{name}", f"at most {MAX_FILTER_VALUES} values")
+
+        def ids(values: list[strawberry.ID] | None) -> frozenset[str] | None:
+            return frozenset(map(str, values)) if values is not None else None
+
+        return RunFilterSpec(
+            run_ids=ids(self.run_ids),
+            projects=frozenset(self.projects) if self.projects is not None else None,
+            task_ids=ids(self.task_ids),
+            events=frozenset(self.events) if self.events is not None else None,
+            statuses=frozenset(self.statuses) if self.statuses is not None else None,
         )
 
 
@@ -85,3 +118,22 @@ class Subscription:
             yield Task(record=event.task)
             if HANDOFF.is_terminal(event.task.state):
                 return
+
+    @strawberry.subscription(
+        name="runEvents",
+        description="Events of runs the caller can see that match `filter`, in commit order. "
+        "With `after` (a run event id), first every committed matching event after it, then "
+        "live ones, with no gap and no duplicate. Without it, only events committed from now "
+        "on. Run event ids are their own sequence, apart from task events'.",
+    )
+    async def run_events(
+        self,
+        info: Info[Context, None],
+        filter: RunEventFilter | None = None,
+        after: strawberry.ID | None = None,
+    ) -> AsyncGenerator[RunEventEntry, None]:
+        where = filter.to_filter() if filter is not None else RunFilterSpec()
+        cursor = parse_event_cursor(str(after)) if after is not None else None
+        principal = info.context.principal
+        async for event in info.context.run_events.stream(principal, where, cursor):
+            yield RunEventEntry(record=event)

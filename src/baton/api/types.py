@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
 from strawberry.scalars import JSON
@@ -19,6 +19,9 @@ from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
+
+if TYPE_CHECKING:
+    from baton.api.runs import Run
 
 MAX_PAGE = 100
 
@@ -245,11 +248,26 @@ class Task:
         return (await events_of(info.context, [self], first=first, after=after))[0]
 
     @strawberry.field(
+        description="Pipeline runs linked to this task that the caller can see, oldest first.",
+        metadata=batched(lambda context, parents: _runs_of(context, parents)),
+    )
+    async def runs(
+        self, info: Info[Context, None]
+    ) -> list[Annotated[Run, strawberry.lazy("baton.api.runs")]]:
+        return (await _runs_of(info.context, [self]))[0]
+
+    @strawberry.field(
         description="The task as the seed's task object (snake_case keys), valid against "
         "task.schema.json."
     )
     def protocol_object(self) -> JSON:
         return cast(JSON, protocol_object(self.record))
+
+
+async def _runs_of(context: Context, parents: Sequence[Task]) -> list[list[Run]]:
+    from baton.api.runs import runs_of  # the run types refer to tasks too
+
+    return await runs_of(context, parents)
 
 
 MAX_EVENT_ID = 2**63 - 1  # bigint

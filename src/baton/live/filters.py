@@ -1,4 +1,4 @@
-"""Which events a subscriber gets: its filter and what its principal may read.
+"""Which events a subscriber gets: its filter and what its principal may read, per log.
 
 The same conditions run twice: as SQL for replay from the event log, and in Python for live
 fan-out. A test checks that both paths deliver the same events.
@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from baton.access.principals import Principal
 from baton.protocol.handoff import TaskState
-from baton.store.records import EventRecord
+from baton.protocol.pipeline import RunEvent, RunStatus
+from baton.store import runs
+from baton.store.records import EventRecord, RunEventRecord
 from baton.store.sql import Params
 from baton.store.tasks import visible_sql
 
@@ -52,4 +54,40 @@ class EventFilter:
             clauses.append(f"t.requester = {p(self.requester)}")
         if self.assignee is not None:
             clauses.append(f"t.assignee = {p(self.assignee)}")
+        return " AND ".join(clauses)
+
+
+@dataclass(frozen=True)
+class RunEventFilter:
+    run_ids: frozenset[str] | None = None
+    projects: frozenset[str] | None = None
+    task_ids: frozenset[str] | None = None
+    events: frozenset[RunEvent] | None = None
+    statuses: frozenset[RunStatus] | None = None  # the event's toStatus
+
+    def matches(self, event: RunEventRecord, principal: Principal) -> bool:
+        run = event.run
+        return (
+            principal.may_see_run(run.owner)
+            and (self.run_ids is None or event.run_id in self.run_ids)
+            and (self.projects is None or run.project in self.projects)
+            and (self.task_ids is None or run.task_id in self.task_ids)
+            and (self.events is None or event.event in self.events)
+            and (self.statuses is None or event.to_status in self.statuses)
+        )
+
+    def where(self, principal: Principal, p: Params) -> str:
+        """The same conditions in SQL, over `run_events e` joined to `runs r`."""
+        clauses = [f"({runs.visible_sql(principal, p)})"]
+        if self.run_ids is not None:
+            clauses.append(f"e.run_id = ANY({p(sorted(self.run_ids))}::text[])")
+        if self.projects is not None:
+            clauses.append(f"r.project = ANY({p(sorted(self.projects))}::text[])")
+        if self.task_ids is not None:
+            clauses.append(f"r.task_id = ANY({p(sorted(self.task_ids))}::text[])")
+        if self.events is not None:
+            clauses.append(f"e.event = ANY({p(sorted(e.value for e in self.events))}::text[])")
+        if self.statuses is not None:
+            statuses = sorted(s.value for s in self.statuses)
+            clauses.append(f"e.to_status = ANY({p(statuses)}::text[])")
         return " AND ".join(clauses)

@@ -1,9 +1,10 @@
-"""One reader of the event log per process, fanning new events out to its subscribers.
+"""One reader per event log per process, fanning new events out to its subscribers.
 
-The event log is the source of truth; broadcaster only wakes readers up, carrying an event id.
-On a wake-up (or every `poll_interval`, in case a wake-up was lost) the hub reads the events
-after its position once, in id order, and hands each to every subscriber's queue. Event ids
-follow commit order (see `baton.store.tasks`), so "after id N" never skips a committed event.
+An event log (tasks', runs') is the source of truth; broadcaster only wakes readers up, carrying
+an event id. On a wake-up (or every `poll_interval`, in case a wake-up was lost) the hub reads
+the events after its position once, in id order, and hands each to every subscriber's queue.
+Event ids follow commit order (see `baton.store.lifecycle`), so "after id N" never skips a
+committed event.
 
 A subscriber with a cursor replays from the log first and then takes live events, skipping any
 id it has already sent; one that falls too far behind is switched back to reading the log.
@@ -14,35 +15,79 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Generic, Protocol, TypeVar
 
 from broadcaster import Broadcast
 
 from baton.access.principals import Principal
-from baton.live.filters import EventFilter
 from baton.metrics import DELIVERY_LAG, EVENTS_DELIVERED, LIVE_SUBSCRIPTIONS
-from baton.store import tasks as store
-from baton.store.db import Database
-from baton.store.records import EventRecord
+from baton.store.db import Connection, Database
 from baton.store.sql import Params
 
 log = logging.getLogger("baton.live")
 
-CHANNEL = "baton_task_events"
 BATCH = 500
 QUEUE_LIMIT = 10_000
 
 
+class Event(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def at(self) -> datetime: ...
+
+
+E = TypeVar("E", bound=Event)
+
+
+class Filter(Protocol[E]):  # type: ignore[misc]
+    """Which events a subscriber gets, as a test on one event and as SQL for replay."""
+
+    def matches(self, event: E, principal: Principal) -> bool: ...
+
+    def where(self, principal: Principal, p: Params) -> str: ...
+
+
+@dataclass(frozen=True)
+class EventLog(Generic[E]):
+    """Where a lifecycle's events are and how to read them: `select` reads events beside
+    their subject (`e` the log, its subject aliased as filters expect)."""
+
+    channel: str  # broadcaster channel that carries "committed up to id N"
+    table: str
+    subject: str  # the log's column naming the subject (task_id, run_id)
+    select: str
+    parse: Callable[[Mapping[str, Any]], E]
+
+    async def newest(self, conn: Connection, subject: str | None = None) -> int:
+        if subject is None:
+            return int(await conn.fetchval(f"SELECT coalesce(max(id), 0) FROM {self.table}"))
+        sql = f"SELECT coalesce(max(id), 0) FROM {self.table} WHERE {self.subject} = $1"
+        return int(await conn.fetchval(sql, subject))
+
+    async def after(
+        self,
+        conn: Connection,
+        cursor: int,
+        limit: int,
+        where: str = "TRUE",
+        params: Sequence[Any] = (),
+    ) -> list[E]:
+        """Events after `cursor` in id order (an extra condition's parameters start at $3)."""
+        sql = f"{self.select} WHERE e.id > $1 AND ({where}) ORDER BY e.id LIMIT $2"
+        return [self.parse(r) for r in await conn.fetch(sql, cursor, limit, *params)]
+
+
 @dataclass(eq=False)
-class Subscriber:
-    queue: asyncio.Queue[EventRecord] = field(
-        default_factory=lambda: asyncio.Queue(maxsize=QUEUE_LIMIT)
-    )
+class Subscriber(Generic[E]):
+    queue: asyncio.Queue[E] = field(default_factory=lambda: asyncio.Queue(maxsize=QUEUE_LIMIT))
     overflowed: bool = False
 
-    def offer(self, event: EventRecord) -> None:
+    def offer(self, event: E) -> None:
         if self.overflowed:
             return
         try:
@@ -53,16 +98,24 @@ class Subscriber:
             self.queue = asyncio.Queue(maxsize=QUEUE_LIMIT)
 
 
-class EventHub:
-    def __init__(self, db: Database, broadcast: Broadcast, *, poll_interval: float = 1.0) -> None:
+class EventHub(Generic[E]):
+    def __init__(
+        self,
+        db: Database,
+        broadcast: Broadcast,
+        log: EventLog[E],
+        *,
+        poll_interval: float = 1.0,
+    ) -> None:
         self.db = db
         self.broadcast = broadcast
+        self.log = log
         self.poll_interval = poll_interval
         self.position = 0
         # True once the reader skipped reading because nobody listened: `position` may then be
         # behind the log, and must be brought forward before the next subscriber joins.
         self._stale = False
-        self._subscribers: set[Subscriber] = set()
+        self._subscribers: set[Subscriber[E]] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._announce = asyncio.Event()
@@ -71,9 +124,10 @@ class EventHub:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start reading (the broadcast must be connected: the app connects it once for all
+        hubs)."""
         async with self.db.connection() as conn:
-            self.position = await store.newest_event_id(conn)
-        await self.broadcast.connect()
+            self.position = await self.log.newest(conn)
         self._tasks = [
             asyncio.create_task(self._listen(), name="baton-hub-listen"),
             asyncio.create_task(self._read(), name="baton-hub-read"),
@@ -86,8 +140,6 @@ class EventHub:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        with contextlib.suppress(Exception):
-            await self.broadcast.disconnect()
 
     async def publish(self, event_id: int) -> None:
         """Tell every process (this one too) that events up to `event_id` are committed.
@@ -105,7 +157,7 @@ class EventHub:
             await self._announce.wait()
             self._announce.clear()
             try:
-                await self.broadcast.publish(CHANNEL, str(self._newest_committed))
+                await self.broadcast.publish(self.log.channel, str(self._newest_committed))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the broker being down must not fail a committed move
@@ -116,7 +168,7 @@ class EventHub:
         delay = 0.1
         while True:
             try:
-                async with self.broadcast.subscribe(CHANNEL) as subscriber:
+                async with self.broadcast.subscribe(self.log.channel) as subscriber:
                     delay = 0.1
                     while True:
                         await subscriber.get()
@@ -166,32 +218,32 @@ class EventHub:
         limit: int,
         *,
         principal: Principal | None = None,
-        where: EventFilter | None = None,
-    ) -> list[EventRecord]:
+        where: Filter[E] | None = None,
+    ) -> list[E]:
         async with self.db.connection() as conn:
             if principal is None or where is None:
-                return await store.events_after(conn, cursor, limit)
+                return await self.log.after(conn, cursor, limit)
             p = Params(start=2)  # $1 and $2 are the cursor and the limit
             condition = where.where(principal, p)
-            return await store.events_after(conn, cursor, limit, condition, p.values)
+            return await self.log.after(conn, cursor, limit, condition, p.values)
 
-    async def last_event_of(self, task_id: str) -> int:
+    async def last_event_of(self, subject: str) -> int:
         async with self.db.connection() as conn:
-            return await store.newest_event_id(conn, task_id)
+            return await self.log.newest(conn, subject)
 
     # --- streams --------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _subscribed(self) -> AsyncIterator[Subscriber]:
+    async def _subscribed(self) -> AsyncIterator[Subscriber[E]]:
         if self._stale:
             # Bring the position up to the log before registering: from here on, the reader
             # delivers everything after it, and a replaying subscriber reads the rest itself.
             async with self.db.connection() as conn:
-                newest = await store.newest_event_id(conn)
+                newest = await self.log.newest(conn)
             if self._stale:
                 self.position = max(self.position, newest)
                 self._stale = False
-        subscriber = Subscriber()
+        subscriber: Subscriber[E] = Subscriber()
         self._subscribers.add(subscriber)
         LIVE_SUBSCRIPTIONS.inc()
         try:
@@ -203,9 +255,9 @@ class EventHub:
     async def stream(
         self,
         principal: Principal,
-        where: EventFilter,
+        where: Filter[E],
         after: int | None = None,
-    ) -> AsyncIterator[EventRecord]:
+    ) -> AsyncIterator[E]:
         """Matching events in id order: those after `after` from the log, then live ones."""
         async with self._subscribed() as subscriber:
             # Registered before reading, so nothing committed from here on can be missed.
@@ -233,7 +285,7 @@ class EventHub:
                     yield self._sent(event)
 
     @staticmethod
-    def _sent(event: EventRecord) -> EventRecord:
+    def _sent(event: E) -> E:
         EVENTS_DELIVERED.inc()
         # `at` is the writing transaction's timestamp, a hair before its commit.
         DELIVERY_LAG.observe(max(0.0, (datetime.now(UTC) - event.at).total_seconds()))

@@ -13,7 +13,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -45,13 +45,12 @@ from baton.protocol.handoff import (
 )
 from baton.protocol.task_object import DeliverableType
 from baton.services.gate_rules import GateRules
+from baton.services.lifecycle import Publish, until_applied
 from baton.store import tasks as store
 from baton.store.db import Connection, Database
 from baton.store.records import EventRecord, TaskRecord
 
 MAX_REASON = 2000
-# How often a move is retried when another change to the task commits between read and write.
-RACE_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -124,9 +123,6 @@ class TaskReader:
     ) -> dict[str, tuple[list[EventRecord], bool]]:
         async with self.db.connection() as conn:
             return await store.events_of_many(conn, task_ids, first, after)
-
-
-Publish = Callable[[int], Awaitable[None]]
 
 
 class TaskService(TaskReader):
@@ -228,26 +224,28 @@ class TaskService(TaskReader):
         change = change_for(name, args)
         if name is MoveName.SUBMIT_RESULT:
             change = replace(change, result=self._result(principal, args))
-        for _ in range(RACE_RETRIES):
+
+        async def apply() -> list[EventRecord]:
             if name is MoveName.SUBMIT_RESULT:
-                events = await self._submit(
-                    principal, task_id, change, expected_version, args.reason
+                return await self._submit(principal, task_id, change, expected_version, args.reason)
+            async with self.db.connection() as conn:
+                event = await store.change(
+                    conn,
+                    task_id,
+                    change,
+                    principal,
+                    expected_version=expected_version,
+                    reason=args.reason,
                 )
-            else:
-                async with self.db.connection() as conn:
-                    event = await store.change(
-                        conn,
-                        task_id,
-                        change,
-                        principal,
-                        expected_version=expected_version,
-                        reason=args.reason,
-                    )
-                events = [event] if event is not None else []
-            if events:
-                return await self._committed(Outcome(events[-1].task, events))
+            return [event] if event is not None else []
+
+        async def explain() -> None:
             await self._why_not(principal, task_id, expected_version, name=name)
-        raise await self._kept_changing(principal, task_id, expected_version)
+
+        events = await until_applied(
+            apply, explain, lambda: self._kept_changing(principal, task_id, expected_version)
+        )
+        return await self._committed(Outcome(events[-1].task, events))
 
     async def _submit(
         self,
@@ -345,15 +343,21 @@ class TaskService(TaskReader):
             actor=Actor.ASSIGNEE,
             checkpoint=checkpoint,
         )
-        for _ in range(RACE_RETRIES):
+
+        async def apply() -> list[EventRecord]:
             async with self.db.connection() as conn:
                 event = await store.change(
                     conn, task_id, change, principal, expected_version=expected_version
                 )
-            if event is not None:
-                return await self._committed(Outcome(event.task, [event]))
+            return [event] if event is not None else []
+
+        async def explain() -> None:
             await self._why_not(principal, task_id, expected_version)
-        raise await self._kept_changing(principal, task_id, expected_version)
+
+        events = await until_applied(
+            apply, explain, lambda: self._kept_changing(principal, task_id, expected_version)
+        )
+        return await self._committed(Outcome(events[-1].task, events))
 
 
 def change_for(name: MoveName, args: MoveArgs, *, by_server: bool = False) -> store.Change:

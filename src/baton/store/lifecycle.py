@@ -119,11 +119,13 @@ def change_statement(
     name: str = "NULL",
     actor: str = "NULL",
     extras: dict[str, str] | None = None,
+    also: Sequence[str] = (),
 ) -> str:
     """One statement that changes the row `select` picks (a WHERE over the table, which may end
     in ORDER BY … LIMIT; with `skip_locked`, rows another transaction holds are passed over)
     from one position of `pairs` to its partner, if the `guards` (over `old`, the locked row)
-    and `expected_version` hold."""
+    and `expected_version` hold. `also` are further named statements over `changed` that run
+    with it (`name AS (…)`), in the same transaction."""
     axes = len(layout.columns)
     before = [f"f{i}" for i in range(axes)]
     after = [f"t{i}" for i in range(axes)]
@@ -145,7 +147,9 @@ def change_statement(
         FROM old, moves m
         WHERE r.id = old.id AND {" AND ".join([*matches, *guards])}
         RETURNING r.*, old.{layout.columns[0]} AS from_value
-    ),""" + appending(layout, kind, name, actor, extras)
+    ),{"".join(f"{statement}," for statement in also)}""" + appending(
+        layout, kind, name, actor, extras
+    )
 
 
 def _nothing(axes: int) -> str:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
 
 
 @dataclass(frozen=True)
@@ -81,4 +82,80 @@ class EventRecord:
             version=task.version,
             at=task.updated_at,
             task=task,
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    owner: str
+    project: str
+    task_id: str | None
+    title: str
+    status: RunStatus
+    phase: RunPhase
+    checkpoint: RunCheckpoint
+    questions: list[str] | None
+    answers: list[str] | None
+    pull_request_url: str | None
+    failure_reason: str | None
+    created_by: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[Any, Any]) -> RunRecord:
+        """From a `runs` row (or the same columns of the run at an event)."""
+        return cls(
+            id=row["id"],
+            owner=row["owner"],
+            project=row["project"],
+            task_id=row["task_id"],
+            title=row["title"],
+            status=RunStatus(row["status"]),
+            phase=RunPhase(row["phase"]),
+            checkpoint=RunCheckpoint(row["checkpoint"]),
+            questions=row["questions"],
+            answers=row["answers"],
+            pull_request_url=row["pull_request_url"],
+            failure_reason=row["failure_reason"],
+            created_by=row["created_by"],
+            version=row["version"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+@dataclass(frozen=True)
+class RunEventRecord:
+    id: int
+    kind: str  # created | moved
+    run_id: str
+    event: RunEvent | None
+    from_status: RunStatus | None
+    to_status: RunStatus
+    actor: str
+    details: dict[str, Any] | None
+    version: int
+    at: datetime
+    run: RunRecord  # the run as it was right after this event
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> RunEventRecord:
+        """From a row of the event's own columns (`event_*`) beside the run's at that event."""
+        run = RunRecord.from_mapping(row)
+        name, before = row["event_name"], row["event_from"]
+        return cls(
+            id=row["event_id"],
+            kind=row["event_kind"],
+            run_id=run.id,
+            event=RunEvent(name) if name else None,
+            from_status=RunStatus(before) if before else None,
+            to_status=run.status,
+            actor=row["event_actor"],
+            details=row["event_details"],
+            version=run.version,
+            at=run.updated_at,
+            run=run,
         )

@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, DateTime, Identity, Index, Integer, Text, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    Text,
+    text,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlmodel import Field, SQLModel
 
@@ -98,3 +108,78 @@ class GateRuleRow(SQLModel, table=True):
     decision: str = Field(sa_column=Column(Text, nullable=False))
     priority: int = Field(sa_column=Column(Integer, nullable=False))
     created_at: datetime = _ts(server_default=text("now()"))
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("runs_owner_recent_idx", "owner", *_RECENT),
+        Index("runs_project_status_recent_idx", "project", "status", *_RECENT),
+        Index("runs_task_idx", "task_id"),
+        Index(
+            "runs_claimable_idx",
+            "owner",
+            "created_at",
+            "id",
+            postgresql_where=text("status IN ('backlog', 'waiting_for_agent')"),
+        ),
+    )
+
+    id: str = Field(sa_column=Column(Text, primary_key=True))
+    owner: str = Field(sa_column=Column(Text, nullable=False))  # whose run it is
+    project: str = Field(sa_column=Column(Text, nullable=False))
+    task_id: str | None = Field(
+        default=None, sa_column=Column(Text, ForeignKey("tasks.id"), nullable=True)
+    )
+    title: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(sa_column=Column(Text, nullable=False))
+    phase: str = Field(sa_column=Column(Text, nullable=False))
+    checkpoint: str = Field(sa_column=Column(Text, nullable=False))
+    # What the run's events left behind: open questions and their answers, the pull request,
+    # why it failed.
+    questions: list[str] | None = Field(default=None, sa_column=Column(ARRAY(Text)))
+    answers: list[str] | None = Field(default=None, sa_column=Column(ARRAY(Text)))
+    pull_request_url: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    failure_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    created_by: str = Field(sa_column=Column(Text, nullable=False))
+    version: int = Field(sa_column=Column(Integer, nullable=False))
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+
+
+class RunEventRow(SQLModel, table=True):
+    __tablename__ = "run_events"
+    __table_args__ = (Index("run_events_run_idx", "run_id", "id"),)
+
+    # Allocated under the run log's transaction-level advisory lock, so ids follow commit order.
+    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    run_id: str = Field(sa_column=Column(Text, ForeignKey("runs.id"), nullable=False))
+    kind: str = Field(sa_column=Column(Text, nullable=False))  # created | moved
+    event: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    from_status: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    to_status: str = Field(sa_column=Column(Text, nullable=False))
+    actor: str = Field(sa_column=Column(Text, nullable=False))
+    # The event's arguments (questions, answers, url, reason, checkpoint reached).
+    details: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB, nullable=True))
+    # What the event left the run's changing fields at; with the runs row's fixed fields, the
+    # run as it was right after this event.
+    version: int = Field(sa_column=Column(Integer, nullable=False))
+    at: datetime = _ts()
+    phase: str = Field(sa_column=Column(Text, nullable=False))
+    checkpoint: str = Field(sa_column=Column(Text, nullable=False))
+    questions: list[str] | None = Field(default=None, sa_column=Column(ARRAY(Text)))
+    answers: list[str] | None = Field(default=None, sa_column=Column(ARRAY(Text)))
+    pull_request_url: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    failure_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class RunLeaseRow(SQLModel, table=True):
+    """A claimed run's lease: who holds it and until when. Apart from the run, so that a
+    heartbeat is not an event."""
+
+    __tablename__ = "run_leases"
+    __table_args__ = (Index("run_leases_expiry_idx", "expires_at"),)
+
+    run_id: str = Field(sa_column=Column(Text, ForeignKey("runs.id"), primary_key=True))
+    holder: str = Field(sa_column=Column(Text, nullable=False))
+    expires_at: datetime = _ts()

@@ -12,7 +12,7 @@ import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from baton.access.principals import ROLES, Principal, PrincipalKind, Reach, owner_of
 from baton.errors import InvalidInput
@@ -235,8 +235,18 @@ class TaskQuery:
         return out
 
 
-def encode_cursor(task: TaskRecord) -> str:
-    raw = f"{task.updated_at.isoformat()}|{task.id}"
+class Listed(Protocol):
+    """What a listing's cursor is made of: recency, then id."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def updated_at(self) -> datetime: ...
+
+
+def encode_cursor(row: Listed) -> str:
+    raw = f"{row.updated_at.isoformat()}|{row.id}"
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
@@ -340,19 +350,3 @@ async def events_of_many(
         for row in await conn.fetch(_EVENTS_OF_MANY, list(pages), after or 0, first + 1):
             pages[row["id"]].append(EventRecord.from_row(row))
     return {task_id: (rows[:first], len(rows) > first) for task_id, rows in pages.items()}
-
-
-async def events_after(
-    conn: Connection, cursor: int, limit: int, where: str = "TRUE", params: Sequence[Any] = ()
-) -> list[EventRecord]:
-    """Events after `cursor` in id order (with an extra condition over `e` and `t`, whose
-    parameters start at $3)."""
-    sql = f"{EVENTS_WITH_TASKS} WHERE e.id > $1 AND ({where}) ORDER BY e.id LIMIT $2"
-    return [EventRecord.from_row(r) for r in await conn.fetch(sql, cursor, limit, *params)]
-
-
-async def newest_event_id(conn: Connection, task_id: str | None = None) -> int:
-    if task_id is None:
-        return int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM task_events"))
-    sql = "SELECT coalesce(max(id), 0) FROM task_events WHERE task_id = $1"
-    return int(await conn.fetchval(sql, task_id))

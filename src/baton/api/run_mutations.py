@@ -1,0 +1,184 @@
+"""Mutations of pipeline runs: `createRun`, one per event generated from the table, and the
+work queue's `runHeartbeat`.
+
+Deliberately no `from __future__ import annotations`: resolvers' annotations must be real types
+for Strawberry to read.
+"""
+
+from typing import Annotated, Any
+
+import strawberry
+from strawberry.types import Info
+from strawberry.types.field import StrawberryField
+
+from baton.api.context import Context
+from baton.api.errors import (
+    ForbiddenError,
+    InvalidInputError,
+    InvalidRunStateError,
+    NotFoundError,
+    VersionConflictError,
+)
+from baton.api.expected import expected
+from baton.api.moves import move_fields
+from baton.api.runs import Run, RunEventEntry, RunLease
+from baton.protocol.logic import Keep
+from baton.protocol.pipeline import PIPELINE, RunEvent
+from baton.services.runs import RunOutcome
+
+
+@strawberry.type(description="The event was made; `events` are all it appended, oldest first.")
+class RunMoveSuccess:
+    run: Run
+    events: list[RunEventEntry]
+
+
+@strawberry.type(description="The lease was extended.")
+class RunHeartbeatSuccess:
+    run: Run
+    lease: RunLease
+
+
+RunMoveResult = Annotated[
+    RunMoveSuccess
+    | InvalidRunStateError
+    | NotFoundError
+    | ForbiddenError
+    | VersionConflictError
+    | InvalidInputError,
+    strawberry.union("RunMoveResult"),
+]
+RunHeartbeatResult = Annotated[
+    RunHeartbeatSuccess | InvalidRunStateError | NotFoundError | ForbiddenError | InvalidInputError,
+    strawberry.union("RunHeartbeatResult"),
+]
+
+
+def _success(outcome: Any) -> Any:
+    if not isinstance(outcome, RunOutcome):
+        return outcome
+    return RunMoveSuccess(
+        run=Run(record=outcome.run), events=[RunEventEntry(record=e) for e in outcome.events]
+    )
+
+
+def _describe(name: RunEvent) -> str:
+    rows = PIPELINE.named(name)
+    move = rows[0]
+    sources = ", ".join(m.source.value for m in rows)
+    effects = [
+        f"{axis} := {effect.prose()}"
+        for axis, effect in move.effects
+        if not isinstance(effect, Keep)
+    ]
+    text = f"{name.value}: {sources} → {move.target.value} (who: {move.actor.value})"
+    if effects:
+        text += "; " + ", ".join(effects).replace("`", "")
+    if name is RunEvent.CLAIM:
+        text += (
+            ". Without `id`, claims the oldest claimable run (backlog or waiting_for_agent) of "
+            "the caller's owner, of `project` when given, never the same run to two callers; "
+            "NotFoundError when there is none. A claim holds a lease that `runHeartbeat` "
+            "extends; when it runs out the run moves to waiting_for_agent (HOST_OFFLINE, "
+            "actor `system`)"
+        )
+    return text + "."
+
+
+async def _event(info: Info[Context, None], name: Any, input: Any, args: dict[str, Any]) -> Any:
+    runs, principal = info.context.runs, info.context.principal
+    if name is RunEvent.CLAIM:
+        call = runs.claim(
+            principal,
+            run_id=str(input.id) if input.id is not None else None,
+            project=input.project,
+            expected_version=input.expected_version,
+        )
+    else:
+        call = runs.event(
+            principal, name, str(input.id), expected_version=input.expected_version, args=args
+        )
+    return _success(await expected(PIPELINE.named(name)[0].mutation, call))
+
+
+RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
+    PIPELINE,
+    subject="run",
+    result=RunMoveResult,
+    resolve=_event,
+    describe=_describe,
+    extras={
+        RunEvent.CLAIM: {
+            "id": (
+                strawberry.ID | None,
+                strawberry.field(
+                    default=None,
+                    description="The run; without it, the oldest claimable run of the caller's "
+                    "owner.",
+                ),
+            ),
+            "project": (
+                str | None,
+                strawberry.field(
+                    default=None, description="Without `id`: claim only a run of this project."
+                ),
+            ),
+        }
+    },
+)
+
+
+@strawberry.input
+class CreateRunInput:
+    project: str
+    title: str
+    task_id: strawberry.ID | None = strawberry.field(
+        default=None, description="A handoff task the run works on (one the caller can see)."
+    )
+    owner: str | None = strawberry.field(
+        default=None,
+        description="Whose run it is: required for admin; otherwise the caller's owner.",
+    )
+
+
+@strawberry.mutation(
+    name="createRun",
+    description="Create a run in backlog / idle / none. It belongs to the caller's owner: that "
+    "owner, its agents and admin may read and drive it.",
+)
+async def create_run(info: Info[Context, None], input: CreateRunInput) -> RunMoveResult:
+    outcome = await expected(
+        "createRun",
+        info.context.runs.create(
+            info.context.principal,
+            project=input.project,
+            title=input.title,
+            task_id=str(input.task_id) if input.task_id is not None else None,
+            owner=input.owner,
+        ),
+    )
+    return _success(outcome)  # type: ignore[no-any-return]
+
+
+@strawberry.input
+class RunHeartbeatInput:
+    id: strawberry.ID = strawberry.field(description="The run (in progress) whose lease to extend.")
+
+
+@strawberry.mutation(
+    name="runHeartbeat",
+    description="Extend the lease on a claimed run in progress (its holder, the run's owner or "
+    "admin), by BATON_RUN_LEASE_SECONDS from now. Not an event: the run's version stays.",
+)
+async def run_heartbeat(info: Info[Context, None], input: RunHeartbeatInput) -> RunHeartbeatResult:
+    async def beat() -> RunHeartbeatSuccess:
+        run, expires = await info.context.runs.heartbeat(info.context.principal, str(input.id))
+        return RunHeartbeatSuccess(
+            run=Run(record=run),
+            lease=RunLease(holder=info.context.principal.handle, expires_at=expires),
+        )
+
+    return await expected("runHeartbeat", beat())
+
+
+RUN_FIELDS: list[StrawberryField] = [create_run, *RUN_EVENT_FIELDS, run_heartbeat]
