@@ -84,3 +84,9 @@ class Unavailable(BatonError):
     """The database cannot answer now (down, or every connection busy): try again later."""
 
     code = "unavailable"
+
+
+class TooMuchWork(BatonError):
+    """A request that got past the cost check still did more work than one request may."""
+
+    code = "too_expensive"

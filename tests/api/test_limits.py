@@ -95,10 +95,11 @@ def hand_off_of_depth(depth: int, task_id: str) -> str:
     """A `handOff` whose deepest field is `depth` levels below the root field.
 
     Depth as Strawberry's limiter counts it: root fields are at 0, every nested selection set adds
-    one, inline fragments add nothing. `handOff` (0) > `task` (1) > `dependencies` … > `id`.
+    one, inline fragments add nothing. `handOff` (0) > `task` (1) > `dependents` … > `id`
+    (`first: 1` keeps the cost tiny: only the depth is tested).
     """
     assert depth >= 2
-    selection = "dependencies { " * (depth - 2) + "id" + " }" * (depth - 2)
+    selection = "dependents(first: 1) { " * (depth - 2) + "id" + " }" * (depth - 2)
     return f"""
     mutation {{
       handOff(input: {{
@@ -133,7 +134,7 @@ async def test_a_query_past_the_depth_limit_is_refused(
     client: httpx.AsyncClient, admin: dict[str, str]
 ) -> None:
     def tasks_of_depth(depth: int) -> str:
-        nested = "dependencies { " * (depth - 3) + "id" + " }" * (depth - 3)
+        nested = "dependents(first: 1) { " * (depth - 3) + "id" + " }" * (depth - 3)
         return "{ tasks { edges { node { " + nested + " } } } }"
 
     assert "errors" not in await graphql(client, admin, tasks_of_depth(MAX_DEPTH))

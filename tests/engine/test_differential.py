@@ -122,8 +122,9 @@ TASK_FIELDS = """
 DOCUMENTS = [
     f"{{ tasks(first: 100) {{ totalCount pageInfo {{ hasNextPage endCursor }}"
     f" edges {{ cursor node {{ {TASK_FIELDS} }} }} }} }}",
-    """{ tasks { edges { node { id dependencies { id dependencies { id state }
-         dependents { id } } dependents { id events(first: 2) { edges { cursor node {
+    """{ tasks(first: 20) { edges { node { id dependencies { id dependencies { id state }
+         dependents(first: 5) { id } } dependents(first: 10) { id events(first: 2) {
+         edges { cursor node {
          id kind move fromState toState actor version reason task { id version state } } }
          pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } } } } } }""",
     """query Q($a: Boolean!, $b: Boolean!) { tasks(first: 5) { edges { node {
@@ -134,9 +135,7 @@ DOCUMENTS = [
          name states { name description terminal initial note movesTo reachedFrom }
          moves { name from to mutation actor } } } }""",
     """{ gateRules { id owner requester project deliverableTypes decision priority } }""",
-    """{ tasks(first: 101) { totalCount } }""",
     """{ tasks { edges { node { id events(after: "nope") { edges { cursor } } } } } }""",
-    """{ tasks { edges { node { id e: events(first: 500) { edges { cursor } } } } } }""",
     """{ tasks(filter: {states: [waiting, working], deliverableTypes: [doc]}) {
          edges { node { id state waitingOn } } } }""",
     """{ task(id: "no-such-task") { id } }""",
@@ -211,4 +210,8 @@ async def test_generated_queries_answer_as_graphql_core_does(
     service: TaskService, graph: World, query: str, role: str
 ) -> None:
     assume(not ENGINE.documents.get(query).errors)  # within the limits, like every request
+    refused = await execute_raw(service, graph.roles[role], query)
+    # Refused before execution (a list argument out of bounds, over the cost budget): the
+    # reference executor has no such check; test_bad_input and test_cost cover these.
+    assume(not any({"budget", "field"} & e.get("extensions", {}).keys() for e in refused.errors))
     await assert_same(service, graph.roles[role], query)

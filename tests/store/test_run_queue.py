@@ -60,7 +60,7 @@ async def test_claiming_takes_the_oldest_claimable_run_of_the_callers_owner_and_
 async def test_a_daemon_that_stops_heartbeating_loses_its_run_and_another_claims_it(
     db: Database,
 ) -> None:
-    service = RunService(db, lease_seconds=0.4)
+    service = RunService(db, lease_seconds=1.5)
     runs = Runs(service)
     run = await runs.new()
     first, second = agent(f"o{runs.tag}/first"), agent(f"o{runs.tag}/second")
@@ -68,12 +68,13 @@ async def test_a_daemon_that_stops_heartbeating_loses_its_run_and_another_claims
     claimed = await runs.event(
         claimed, RunEvent.CHECKPOINT_REACHED, by=first, checkpoint=RunCheckpoint.plans_complete
     )
-    for _ in range(3):  # heartbeats keep it
-        await asyncio.sleep(0.2)
+    for _ in range(4):  # heartbeats well inside the lease keep it
+        await asyncio.sleep(0.5)
         await service.heartbeat(first, run.id)
-        assert await service.sweep() == 0
-    await asyncio.sleep(0.6)  # silence: the lease runs out
-    assert await service.sweep() == 1
+        await service.sweep()
+        assert (await service.get(ADMIN, run.id)).status is RunStatus.in_progress
+    await asyncio.sleep(2.0)  # silence: the lease runs out
+    await service.sweep()  # (sweeping is global: other runs may move too)
     lost = await service.get(ADMIN, run.id)
     assert (lost.status, lost.phase, lost.checkpoint) == (
         RunStatus.waiting_for_agent,

@@ -30,6 +30,7 @@ from baton.api.inputs import (
 from baton.api.moves import ObjectParam, move_fields
 from baton.api.run_mutations import RUN_FIELDS
 from baton.api.types import GateRuleType, Task, TaskEvent
+from baton.engine.cost import list_size
 from baton.errors import InvalidInput
 from baton.protocol.handoff import (
     AFTER_VERIFYING,
@@ -44,7 +45,7 @@ from baton.services.tasks import HandOff, MoveArgs, Outcome
 @strawberry.type(description="The move was made; `events` are all it appended, oldest first.")
 class MoveSuccess:
     task: Task
-    events: list[TaskEvent]
+    events: list[TaskEvent] = strawberry.field(metadata=list_size(2))
 
 
 @strawberry.type(
@@ -53,7 +54,7 @@ class MoveSuccess:
 )
 class HandOffSuccess:
     task: Task
-    events: list[TaskEvent]
+    events: list[TaskEvent] = strawberry.field(metadata=list_size(2))
 
 
 @strawberry.type

@@ -7,6 +7,7 @@ from typing import Any
 
 import strawberry
 
+from baton.engine.cost import list_size
 from baton.protocol.handoff import HANDOFF
 from baton.protocol.machine import Machine
 from baton.protocol.pipeline import PIPELINE
@@ -61,18 +62,19 @@ class ProtocolAttribute:
     ordered: bool = strawberry.field(
         description="Whether `values` are in a meaningful order (a run's checkpoints)."
     )
-    values: list[ProtocolValue]
+    values: list[ProtocolValue] = strawberry.field(metadata=list_size(20))
 
 
 @strawberry.type
 class Lifecycle:
     name: str
-    states: list[ProtocolState]
+    states: list[ProtocolState] = strawberry.field(metadata=list_size(20))
     moves: list[ProtocolMove] = strawberry.field(
         description="One (from, to) pair per entry: a move that leaves several states is "
-        "listed once for each."
+        "listed once for each.",
+        metadata=list_size(60),
     )
-    attributes: list[ProtocolAttribute]
+    attributes: list[ProtocolAttribute] = strawberry.field(metadata=list_size(5))
 
 
 def _value(e: Enum) -> str:

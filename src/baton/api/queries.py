@@ -13,6 +13,8 @@ from baton.api.inputs import TaskFilter
 from baton.api.protocol import Protocol
 from baton.api.runs import Run, RunConnection, run_edges
 from baton.api.types import (
+    MAX_DEPENDENCIES,
+    MAX_PAGE,
     GateRuleType,
     PageInfo,
     PrincipalInfo,
@@ -21,14 +23,17 @@ from baton.api.types import (
     TaskEdge,
     check_page_size,
 )
+from baton.engine.cost import list_size
 from baton.errors import InvalidInput, NotFound
 from baton.protocol.pipeline import RunPhase, RunStatus
+from baton.services.gate_rules import MAX_RULES
 from baton.services.graphs import Direction, traverse
 from baton.store.runs import RunQuery
 from baton.store.tasks import TaskQuery, encode_cursor
 
 MAX_GRAPH_DEPTH = 50
 MAX_GRAPH_ROOTS = 100
+MAX_GRAPH_NODES = 2000
 
 
 @strawberry.type
@@ -39,8 +44,15 @@ class TaskGraphEdge:
 
 @strawberry.type
 class TaskGraph:
-    nodes: list[Task]
-    edges: list[TaskGraphEdge]
+    nodes: list[Task] = strawberry.field(
+        description="The tasks reached, by id: at most `first` of them."
+    )
+    edges: list[TaskGraphEdge] = strawberry.field(
+        metadata=list_size(MAX_GRAPH_NODES * MAX_DEPENDENCIES, per_page=MAX_DEPENDENCIES)
+    )
+    truncated: bool = strawberry.field(
+        description="Whether the traversal stopped at `first` nodes before reaching `depth`."
+    )
     cycles: list[list[strawberry.ID]] = strawberry.field(
         description="One dependency cycle per strongly connected group of nodes."
     )
@@ -95,7 +107,8 @@ class Query:
         return Task(record=record)
 
     @strawberry.field(
-        description="Tasks the caller can see, newest `updatedAt` first. `first` is at most 100."
+        description="Tasks the caller can see, newest `updatedAt` first. `first` is at most 100.",
+        metadata=list_size(MAX_PAGE, "first", 50),
     )
     async def tasks(
         self,
@@ -121,8 +134,10 @@ class Query:
 
     @strawberry.field(
         name="taskGraph",
-        description="The dependency graph around `ids`, `depth` hops out (1 is one hop). Costs "
-        "at most two SQL queries per hop, whatever the graph's size.",
+        description="The dependency graph around `ids`, `depth` hops out (1 is one hop), of at "
+        f"most `first` tasks (at most {MAX_GRAPH_NODES}; `truncated` says when it stopped "
+        "there). Costs at most two SQL queries per hop, whatever the graph's size.",
+        metadata=list_size(MAX_GRAPH_NODES, "first", 200),
     )
     async def task_graph(
         self,
@@ -130,20 +145,25 @@ class Query:
         ids: list[strawberry.ID],
         direction: GraphDirection = GraphDirection.BOTH,
         depth: int = 10,
+        first: int = 200,
     ) -> TaskGraph:
         if not 0 <= depth <= MAX_GRAPH_DEPTH:
             raise InvalidInput("depth", f"must be between 0 and {MAX_GRAPH_DEPTH}")
         if len(ids) > MAX_GRAPH_ROOTS:
             raise InvalidInput("ids", f"at most {MAX_GRAPH_ROOTS} ids")
+        if not 0 <= first <= MAX_GRAPH_NODES:
+            raise InvalidInput("first", f"must be between 0 and {MAX_GRAPH_NODES}")
         service, principal = info.context.service, info.context.principal
         graph = await traverse(
             [str(i) for i in ids],
             Direction(direction.value),
             depth,
+            max_nodes=first,
             by_ids=lambda keys: service.visible_by_ids(principal, keys),
-            dependents_of=lambda keys: service.dependents_of(principal, keys),
+            dependents_of=lambda keys, limit: service.dependents_of(principal, keys, limit),
         )
         return TaskGraph(
+            truncated=graph.truncated,
             nodes=[Task(record=t) for t in graph.nodes],
             edges=[
                 TaskGraphEdge(from_=strawberry.ID(a), to=strawberry.ID(b)) for a, b in graph.edges
@@ -162,7 +182,8 @@ class Query:
 
     @strawberry.field(
         description="Runs the caller can see (its owner's), newest `updatedAt` first. `first` "
-        "is at most 100."
+        "is at most 100.",
+        metadata=list_size(MAX_PAGE, "first", 50),
     )
     async def runs(
         self,
@@ -200,7 +221,8 @@ class Query:
     @strawberry.field(
         name="gateRules",
         description="An owner's gate rules in the order they are tried. Owners see their own; "
-        "admin names the owner.",
+        f"admin names the owner. An owner has at most {MAX_RULES} rules.",
+        metadata=list_size(MAX_RULES),
     )
     async def gate_rules(
         self, info: Info[Context, None], owner: str | None = None

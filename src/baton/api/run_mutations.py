@@ -22,6 +22,7 @@ from baton.api.errors import (
 from baton.api.expected import expected
 from baton.api.moves import move_fields
 from baton.api.runs import Run, RunEventEntry, RunLease
+from baton.engine.cost import list_size
 from baton.protocol.logic import Keep
 from baton.protocol.pipeline import PIPELINE, RunEvent
 from baton.services.runs import RunOutcome
@@ -30,7 +31,7 @@ from baton.services.runs import RunOutcome
 @strawberry.type(description="The event was made; `events` are all it appended, oldest first.")
 class RunMoveSuccess:
     run: Run
-    events: list[RunEventEntry]
+    events: list[RunEventEntry] = strawberry.field(metadata=list_size(2))
 
 
 @strawberry.type(description="The lease was extended.")

@@ -57,13 +57,10 @@ async def leases_of(context: Context, parents: Sequence[Run]) -> list[RunLease |
     return out
 
 
-async def runs_of(context: Context, parents: Sequence[Task]) -> list[list[Run]]:
-    ids = [p.record.id for p in parents]
-    by_task: dict[str, list[Run]] = {i: [] for i in ids}
-    for run in await context.runs.of_tasks(context.principal, ids):
-        if run.task_id in by_task:
-            by_task[run.task_id].append(Run(record=run))
-    return [by_task[p.record.id] for p in parents]
+async def runs_of(context: Context, parents: Sequence[Task], *, first: int = 50) -> list[list[Run]]:
+    check_page_size(first)
+    found = await context.runs.of_tasks(context.principal, [p.record.id for p in parents], first)
+    return [[Run(record=r) for r in found[p.record.id]] for p in parents]
 
 
 @strawberry.type(description="A claimed run's lease: who holds it and until when.")

@@ -14,6 +14,7 @@ from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from baton.api.runs import Run
 
 MAX_PAGE = 100
+MAX_DEPENDENCIES = 20  # the seed's bound on `packet.depends_on`
+MAX_EVIDENCE = 20  # the seed's bound on `result.evidence`
 
 
 def check_page_size(first: int) -> None:
@@ -63,7 +66,7 @@ class Evidence:
 @strawberry.type(description="What the assignee returned, with its evidence.")
 class Result:
     summary: str
-    evidence: list[Evidence]
+    evidence: list[Evidence] = strawberry.field(metadata=list_size(MAX_EVIDENCE))
     provenance: Provenance
     returned_by: str = strawberry.field(description="The agent that returned it (set by Baton).")
     returned_at: datetime = strawberry.field(description="When it was returned (set by Baton).")
@@ -135,16 +138,13 @@ async def dependencies_of(context: Context, parents: Sequence[Task]) -> list[lis
     ]
 
 
-async def dependents_of(context: Context, parents: Sequence[Task]) -> list[list[Task]]:
+async def dependents_of(
+    context: Context, parents: Sequence[Task], *, first: int = 50
+) -> list[list[Task]]:
+    check_page_size(first)
     ids = [p.record.id for p in parents]
-    by_dependency: dict[str, list[TaskRecord]] = {i: [] for i in ids}
-    for task in await context.service.dependents_of(context.principal, ids):
-        for dependency in set(task.packet["depends_on"]) & by_dependency.keys():
-            by_dependency[dependency].append(task)
-    return [
-        [Task(record=t) for t in sorted(by_dependency[p.record.id], key=lambda t: t.id)]
-        for p in parents
-    ]
+    found = await context.service.dependents_per_task(context.principal, ids, first)
+    return [[Task(record=t) for t in found[p.record.id]] for p in parents]
 
 
 async def events_of(
@@ -225,22 +225,23 @@ class Task:
 
     @strawberry.field(
         description="Tasks this one depends on: `packet.dependsOn` entries that are ids of "
-        "tasks the caller can see, in `dependsOn` order.",
-        metadata=batched(dependencies_of),
+        "tasks the caller can see, in `dependsOn` order (at most 20: `dependsOn`'s bound).",
+        metadata={**batched(dependencies_of), **list_size(MAX_DEPENDENCIES)},
     )
     async def dependencies(self, info: Info[Context, None]) -> list[Task]:
         return (await dependencies_of(info.context, [self]))[0]
 
     @strawberry.field(
-        description="Visible tasks whose `packet.dependsOn` names this task.",
-        metadata=batched(dependents_of),
+        description="Visible tasks whose `packet.dependsOn` names this task, by id: the first "
+        f"`first` of them (at most {MAX_PAGE}).",
+        metadata={**batched(dependents_of), **list_size(MAX_PAGE, "first", 50)},
     )
-    async def dependents(self, info: Info[Context, None]) -> list[Task]:
-        return (await dependents_of(info.context, [self]))[0]
+    async def dependents(self, info: Info[Context, None], first: int = 50) -> list[Task]:
+        return (await dependents_of(info.context, [self], first=first))[0]
 
     @strawberry.field(
         description="This task's events, oldest first.",
-        metadata=batched(events_of),
+        metadata={**batched(events_of), **list_size(MAX_PAGE, "first", 50)},
     )
     async def events(
         self, info: Info[Context, None], first: int = 50, after: str | None = None
@@ -248,13 +249,17 @@ class Task:
         return (await events_of(info.context, [self], first=first, after=after))[0]
 
     @strawberry.field(
-        description="Pipeline runs linked to this task that the caller can see, oldest first.",
-        metadata=batched(lambda context, parents: _runs_of(context, parents)),
+        description="Pipeline runs linked to this task that the caller can see, oldest first: "
+        f"the first `first` of them (at most {MAX_PAGE}).",
+        metadata={
+            **batched(lambda context, parents, **page: _runs_of(context, parents, **page)),
+            **list_size(MAX_PAGE, "first", 50),
+        },
     )
     async def runs(
-        self, info: Info[Context, None]
+        self, info: Info[Context, None], first: int = 50
     ) -> list[Annotated[Run, strawberry.lazy("baton.api.runs")]]:
-        return (await _runs_of(info.context, [self]))[0]
+        return (await _runs_of(info.context, [self], first=first))[0]
 
     @strawberry.field(
         description="The task as the seed's task object (snake_case keys), valid against "
@@ -264,10 +269,10 @@ class Task:
         return cast(JSON, protocol_object(self.record))
 
 
-async def _runs_of(context: Context, parents: Sequence[Task]) -> list[list[Run]]:
+async def _runs_of(context: Context, parents: Sequence[Task], first: int = 50) -> list[list[Run]]:
     from baton.api.runs import runs_of  # the run types refer to tasks too
 
-    return await runs_of(context, parents)
+    return await runs_of(context, parents, first=first)
 
 
 MAX_EVENT_ID = 2**63 - 1  # bigint

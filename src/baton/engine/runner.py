@@ -9,6 +9,7 @@ document and variables: the schema never changes while the process lives.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable
@@ -21,6 +22,8 @@ from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationT
 from graphql.execution.values import VariableValues, get_variable_values
 from strawberry.schema.schema import Schema
 
+from baton.budget import row_budget
+from baton.engine.cost import CostModel, CostRefusal, IntrospectionBudget
 from baton.engine.documents import DocumentCache, Prepared, refusal
 from baton.engine.errors import formatted
 from baton.engine.execute import Run, complete_item, root, stream_failed
@@ -95,6 +98,7 @@ class Engine:
         self.limits = limits
         self.documents = DocumentCache(schema._schema, limits)
         self.shared: SharedOutcomes[Outcome] = SharedOutcomes()
+        self.costs = CostModel(schema._schema)
 
     def operation_type(self, request: Request) -> OperationType | None:
         """The kind of operation `request` would run (None when it cannot run at all)."""
@@ -123,6 +127,14 @@ class Engine:
         )
         if isinstance(coerced, list):
             return refused(*(_as_input_error(e) for e in coerced))
+        root = self.schema._schema.get_root_type(operation.operation)
+        assert root is not None, "validation refuses operations the schema lacks"
+        try:
+            self.costs.check(
+                root, operation.selection_set, prepared.fragments, coerced, self.limits.max_cost
+            )
+        except CostRefusal as too_costly:
+            return refused(too_costly)
         plan, compiler = self._plan(prepared, operation, coerced)
         return _Ready(prepared, operation, coerced, plan, compiler)
 
@@ -165,7 +177,13 @@ class Engine:
         if ready.plan is None or ready.compiler is None:
             return await self._on_graphql_core(ready, request, context)
         run = Run(ready.compiler, context, ready.variables)
-        data = await root(run, ready.plan, serial=kind is OperationType.MUTATION)
+        try:
+            with row_budget(self.limits.max_rows):
+                async with asyncio.timeout(self.limits.max_seconds):
+                    data = await root(run, ready.plan, serial=kind is OperationType.MUTATION)
+        except TimeoutError:
+            message = f"the operation ran longer than {self.limits.max_seconds:g} seconds"
+            return Outcome(None, [{"message": message, "extensions": {"code": "timeout"}}])
         return Outcome(data, formatted(run.errors))
 
     async def _on_graphql_core(self, ready: _Ready, request: Request, context: Any) -> Outcome:
@@ -175,6 +193,7 @@ class Engine:
             cached = ready.prepared.cache.get(key)
             if cached is not None:
                 return cached  # type: ignore[no-any-return]
+        budget = IntrospectionBudget(self.limits.max_cost)
         result = execute(
             self.schema._schema,
             ready.prepared.document,  # type: ignore[arg-type]
@@ -183,9 +202,13 @@ class Engine:
             variable_values=request.variables or {},
             operation_name=request.operation_name,
             executor_class=self.schema.execution_context_class,
+            middleware=[budget],
         )
         if inspect.isawaitable(result):
             result = await result
+        over = [e for e in result.errors or () if isinstance(e.original_error, CostRefusal)]
+        if over:
+            return refused(over[0].original_error)  # type: ignore[arg-type]
         outcome = Outcome(result.data, formatted(result.errors or ()))
         if pure:
             ready.prepared.cache[key] = outcome

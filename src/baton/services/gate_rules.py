@@ -13,6 +13,7 @@ from baton.protocol.task_object import DeliverableType
 from baton.store.db import Connection, Database
 
 _COLUMNS = "id, owner, requester, project, deliverable_types, decision, priority"
+MAX_RULES = 200  # per owner: the gate reads them all on every hand-off
 
 
 def _rule(row: Mapping[str, Any]) -> GateRule:
@@ -82,6 +83,13 @@ class GateRules:
         )
         async with self.db.transaction() as conn:
             if rule_id is None:
+                # One owner's rule additions at a time, so the cap holds under concurrency.
+                await conn.execute("SELECT pg_advisory_xact_lock(7412010, hashtext($1))", owner)
+                held = await conn.fetchval(
+                    "SELECT count(*) FROM gate_rules WHERE owner = $1", owner
+                )
+                if held >= MAX_RULES:
+                    raise InvalidInput("owner", f"an owner has at most {MAX_RULES} gate rules")
                 added = await conn.fetchrow(
                     "INSERT INTO gate_rules (owner, requester, project, deliverable_types, "
                     f"decision, priority) VALUES ($1, $2, $3, $4, $5, $6) RETURNING {_COLUMNS}",

@@ -10,6 +10,7 @@ from enum import StrEnum
 from baton.store.records import TaskRecord
 
 Lookup = Callable[[Sequence[str]], Awaitable[list[TaskRecord]]]
+LimitedLookup = Callable[[Sequence[str], int], Awaitable[list[TaskRecord]]]
 
 
 class Direction(StrEnum):
@@ -24,6 +25,7 @@ class Graph:
     edges: list[tuple[str, str]]  # (dependent, dependency)
     cycles: list[list[str]]
     unresolved: list[str]
+    truncated: bool = False
 
 
 async def traverse(
@@ -31,27 +33,40 @@ async def traverse(
     direction: Direction,
     depth: int,
     *,
+    max_nodes: int,
     by_ids: Lookup,
-    dependents_of: Lookup,
+    dependents_of: LimitedLookup,
 ) -> Graph:
-    """Breadth first from `start`, `depth` hops; one or two batched look-ups per hop."""
-    nodes = {t.id: t for t in await by_ids(list(dict.fromkeys(start)))}
-    unresolved = [i for i in dict.fromkeys(start) if i not in nodes]
+    """Breadth first from `start`, `depth` hops, `max_nodes` tasks at most; one or two batched
+    look-ups per hop, each asking for no more than the room left."""
+    roots = list(dict.fromkeys(start))
+    nodes = {t.id: t for t in (await by_ids(roots))[:max_nodes]}
+    unresolved = [i for i in roots if i not in nodes]
+    truncated = len(nodes) < len(roots) - len(unresolved)
     frontier = list(nodes)
     for _ in range(depth):
-        if not frontier:
+        room = max_nodes - len(nodes)
+        if not frontier or room <= 0:
+            truncated = truncated or bool(frontier)
             break
         found: list[TaskRecord] = []
         if direction in (Direction.UPSTREAM, Direction.BOTH):
             refs = {r for i in frontier for r in nodes[i].packet["depends_on"]} - nodes.keys()
             found += await by_ids(sorted(refs))
         if direction in (Direction.DOWNSTREAM, Direction.BOTH):
-            found += await dependents_of(frontier)
+            limit = room + len(nodes)  # enough for every new one even if all the known return
+            dependents = await dependents_of(frontier, limit)
+            truncated = truncated or len(dependents) >= limit
+            found += dependents
         frontier = []
         for task in found:
-            if task.id not in nodes:
-                nodes[task.id] = task
-                frontier.append(task.id)
+            if task.id in nodes:
+                continue
+            if len(nodes) >= max_nodes:
+                truncated = True
+                break
+            nodes[task.id] = task
+            frontier.append(task.id)
     refs = {r for t in nodes.values() for r in t.packet["depends_on"]}
     outside = sorted(refs - nodes.keys())
     visible_outside = {t.id for t in await by_ids(outside)} if outside else set()
@@ -60,7 +75,7 @@ async def traverse(
         {(t.id, r) for t in nodes.values() for r in t.packet["depends_on"] if r in nodes}
     )
     ordered = sorted(nodes.values(), key=lambda t: t.id)
-    return Graph(ordered, edges, find_cycles(nodes.keys(), edges), unresolved)
+    return Graph(ordered, edges, find_cycles(nodes.keys(), edges), unresolved, truncated)
 
 
 def find_cycles(nodes: Iterable[str], edges: Sequence[tuple[str, str]]) -> list[list[str]]:

@@ -112,9 +112,11 @@ class RunService:
         async with self.db.connection() as conn:
             return await store.count(conn, principal, query)
 
-    async def of_tasks(self, principal: Principal, task_ids: Sequence[str]) -> list[RunRecord]:
+    async def of_tasks(
+        self, principal: Principal, task_ids: Sequence[str], first: int
+    ) -> dict[str, list[RunRecord]]:
         async with self.db.connection() as conn:
-            return await store.of_tasks(conn, principal, task_ids)
+            return await store.of_tasks(conn, principal, task_ids, first)
 
     async def events_of_many(
         self, run_ids: Sequence[str], first: int, after: int | None

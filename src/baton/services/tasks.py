@@ -104,9 +104,17 @@ class TaskReader:
         async with self.db.connection() as conn:
             return await store.visible_by_ids(conn, principal, ids)
 
-    async def dependents_of(self, principal: Principal, ids: Sequence[str]) -> list[TaskRecord]:
+    async def dependents_of(
+        self, principal: Principal, ids: Sequence[str], limit: int
+    ) -> list[TaskRecord]:
         async with self.db.connection() as conn:
-            return await store.dependents_of(conn, principal, ids)
+            return await store.dependents_of(conn, principal, ids, limit)
+
+    async def dependents_per_task(
+        self, principal: Principal, ids: Sequence[str], first: int
+    ) -> dict[str, list[TaskRecord]]:
+        async with self.db.connection() as conn:
+            return await store.dependents_per_task(conn, principal, ids, first)
 
     async def page(
         self, principal: Principal, query: store.TaskQuery, first: int, after: str | None

@@ -23,7 +23,8 @@ import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from baton.errors import Unavailable
+from baton.budget import spend
+from baton.errors import TooMuchWork, Unavailable
 from baton.metrics import DB_STATEMENTS
 
 # Errors that mean "the database cannot answer now", not "this statement is wrong".
@@ -88,9 +89,13 @@ class Database:
         *,
         min_size: int = 2,
         max_size: int = 16,
-        acquire_timeout: float = 5.0,
+        acquire_timeout: float = 2.0,
         connect_timeout: float = 10.0,
+        statement_timeout: float = 10.0,
     ) -> Database:
+        """A pool of `max_size` connections. Waiting longer than `acquire_timeout` for one (the
+        database saturated) or failing to reach it is `Unavailable`; a statement running
+        longer than `statement_timeout` seconds is cancelled by PostgreSQL."""
         try:
             pool = await asyncpg.create_pool(
                 libpq_url(url),
@@ -100,6 +105,7 @@ class Database:
                 reset=_keep_session,
                 statement_cache_size=512,
                 timeout=connect_timeout,
+                server_settings={"statement_timeout": str(int(statement_timeout * 1000))},
             )
         except UNREACHABLE as exc:
             raise Unavailable(f"cannot reach the database: {exc}") from exc
@@ -120,6 +126,8 @@ class Database:
             yield Connection(raw)
         except UNREACHABLE as exc:
             raise Unavailable(f"lost the database connection ({exc!r})") from exc
+        except asyncpg.QueryCanceledError as exc:  # statement_timeout
+            raise TooMuchWork("a statement ran longer than the database allows") from exc
         finally:
             await self.pool.release(raw)
 
@@ -155,7 +163,9 @@ class Connection:
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         DB_STATEMENTS.inc()
-        return await self.raw.fetch(sql, *args)  # type: ignore[no-any-return]
+        rows = await self.raw.fetch(sql, *args)
+        spend(len(rows))
+        return rows  # type: ignore[no-any-return]
 
     async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
         DB_STATEMENTS.inc()

@@ -327,15 +327,22 @@ async def count(conn: Connection, principal: Principal, query: RunQuery) -> int:
 
 
 async def of_tasks(
-    conn: Connection, principal: Principal, task_ids: Sequence[str]
-) -> list[RunRecord]:
-    """Visible runs linked to any of `task_ids`, oldest first."""
+    conn: Connection, principal: Principal, task_ids: Sequence[str], first: int
+) -> dict[str, list[RunRecord]]:
+    """For each of `task_ids`, the first `first` visible runs linked to it, oldest first."""
+    found: dict[str, list[RunRecord]] = {i: [] for i in task_ids}
     p = Params()
-    sql = (
-        f"SELECT * FROM runs r WHERE r.task_id = ANY({p(list(task_ids))}::text[])"
-        f" AND {visible_sql(principal, p)} ORDER BY r.created_at, r.id"
-    )
-    return [RunRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    wanted = p(list(found))  # each id once, however often it was asked for
+    sql = f"""
+    SELECT r.* FROM unnest({wanted}::text[]) AS w(id)
+    CROSS JOIN LATERAL (
+        SELECT * FROM runs r WHERE r.task_id = w.id AND {visible_sql(principal, p)}
+        ORDER BY r.created_at, r.id LIMIT {p(first)}
+    ) AS r
+    """
+    for row in await conn.fetch(sql, *p.values):
+        found[row["task_id"]].append(RunRecord.from_mapping(row))
+    return found
 
 
 _EVENTS_OF_MANY = f"""

@@ -315,15 +315,34 @@ async def visible_by_ids(
 
 
 async def dependents_of(
-    conn: Connection, principal: Principal, ids: Sequence[str]
+    conn: Connection, principal: Principal, ids: Sequence[str], limit: int
 ) -> list[TaskRecord]:
-    """Visible tasks whose packet depends on any of `ids`."""
+    """Visible tasks whose packet depends on any of `ids`, `limit` at most, by id."""
     p = Params()
     sql = (
         f"SELECT * FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
-        f" AND ({visible_sql(principal, p)})"
+        f" AND ({visible_sql(principal, p)}) ORDER BY t.id LIMIT {p(limit)}"
     )
     return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+
+
+async def dependents_per_task(
+    conn: Connection, principal: Principal, ids: Sequence[str], first: int
+) -> dict[str, list[TaskRecord]]:
+    """For each of `ids`, the first `first` visible tasks (by id) that depend on it."""
+    found: dict[str, list[TaskRecord]] = {i: [] for i in ids}
+    p = Params()
+    wanted = p(list(found))  # each id once, however often it was asked for
+    sql = f"""
+    SELECT w.id AS dependency, d.* FROM unnest({wanted}::text[]) AS w(id)
+    CROSS JOIN LATERAL (
+        SELECT * FROM tasks t WHERE t.depends_on @> ARRAY[w.id] AND ({visible_sql(principal, p)})
+        ORDER BY t.id LIMIT {p(first)}
+    ) AS d
+    """
+    for row in await conn.fetch(sql, *p.values):
+        found[row["dependency"]].append(TaskRecord.from_mapping(row))
+    return found
 
 
 _EVENTS_OF_MANY = f"""

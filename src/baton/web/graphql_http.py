@@ -138,11 +138,7 @@ def _status(outcome: Outcome, media_type: str) -> int:
 
 
 def _encode(outcome: Outcome) -> bytes:
-    body = outcome.payload()
-    # A request whose operation failed as a whole answers its errors and no data at all.
-    if body.get("data") is None and body.get("errors"):
-        body.pop("data", None)
-    return orjson.dumps(body)
+    return outcome.encoded()
 
 
 async def _read(headers: dict[bytes, bytes], receive: Receive, limit: int) -> bytes:

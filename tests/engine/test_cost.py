@@ -1,0 +1,194 @@
+"""Bounded work: the worst case of an operation is known before it runs, and refused past the
+budget; a list argument out of its bounds is refused too; nothing runs when refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from graphql import (
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    get_named_type,
+    is_composite_type,
+)
+
+from baton.api.schema import schema
+from baton.engine.cost import LIST_SIZE, ListSize
+from baton.engine.limits import DEFAULT_LIMITS
+from baton.engine.plans import DEFINITION
+from baton.services.tasks import HandOff, TaskService
+from tests.helpers import World, agent, counting_statements, execute, execute_raw, packet
+
+BUDGET = DEFAULT_LIMITS.max_cost
+
+
+async def clique(service: TaskService, world: World, size: int) -> list[str]:
+    """`size` tasks that each depend on all the others."""
+    ids = [f"{world.tag}-c{i}" for i in range(size)]
+    for task_id in ids:
+        await service.hand_off(
+            agent(world.requester),
+            HandOff(
+                world.project,
+                world.requester,
+                world.assignee,
+                packet(depends_on=[i for i in ids if i != task_id]),
+                id=task_id,
+            ),
+        )
+    return ids
+
+
+def refused_for_cost(response: Any) -> dict[str, Any]:
+    assert response.data is None, response
+    [error] = response.errors
+    assert error["extensions"]["code"] == "invalid_input"
+    assert error["extensions"]["budget"] == BUDGET
+    assert error["extensions"]["estimate"] > BUDGET
+    return error  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("aliases", [1, 2])
+async def test_nested_lists_past_the_budget_are_refused_before_any_sql_runs(
+    service: TaskService, world: World, aliases: int
+) -> None:
+    """The hostile query of the issue: 21 tasks each depending on the other 20; four levels of
+    `dependencies` would return 160,000 nodes."""
+    ids = await clique(service, world, 21)
+    nested = "dependencies { " * 4 + "id" + " }" * 4
+    fields = " ".join(f'a{i}: task(id: "{ids[0]}") {{ {nested} }}' for i in range(aliases))
+    with counting_statements() as statements:
+        response = await execute_raw(service, world.roles["requester"], f"{{ {fields} }}")
+    error = refused_for_cost(response)
+    assert str(BUDGET) in error["message"]
+    assert statements() == 0
+
+
+async def test_events_three_levels_deep_are_refused(service: TaskService, world: World) -> None:
+    query = """{ tasks(first: 100) { edges { node {
+        events(first: 100) { edges { node { task {
+          events(first: 100) { edges { node { task { id } } } } } } } } } } } }"""
+    with counting_statements() as statements:
+        response = await execute_raw(service, world.roles["requester"], query)
+    refused_for_cost(response)
+    assert statements() == 0
+
+
+async def test_three_levels_of_dependencies_are_within_the_budget(
+    service: TaskService, world: World
+) -> None:
+    """20 x 20 x 20 at worst (`dependsOn` holds at most 20 entries)."""
+    ids = await clique(service, world, 5)
+    nested = "dependencies { " * 3 + "id" + " }" * 3
+    data = await execute(
+        service, world.roles["requester"], f'{{ task(id: "{ids[0]}") {{ {nested} }} }}'
+    )
+    assert len(data["task"]["dependencies"]) == 4
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "{ tasks(first: 101) { totalCount } }",
+        "{ tasks(first: -1) { totalCount } }",
+        '{ task(id: "x") { events(first: 1000) { edges { cursor } } } }',
+        '{ task(id: "x") { dependents(first: 101) { id } } }',
+        '{ taskGraph(ids: ["x"], first: 2001) { truncated } }',
+        "{ runs(first: 500) { totalCount } }",
+    ],
+)
+async def test_a_list_argument_out_of_bounds_is_refused_before_anything_runs(
+    service: TaskService, world: World, query: str
+) -> None:
+    with counting_statements() as statements:
+        response = await execute_raw(service, world.roles["requester"], query)
+    assert response.data is None
+    [error] = response.errors
+    assert error["extensions"] == {"code": "invalid_input", "field": "first"}
+    assert statements() == 0
+
+
+async def test_a_board_worth_of_work_is_within_the_budget(
+    service: TaskService, world: World
+) -> None:
+    """The W5 workload: 100 tasks with their dependencies, dependents and last event."""
+    query = """{ tasks(first: 100) { edges { node { id dependencies { id state }
+        dependents { id } events(first: 1) { edges { node { id kind } } } } } } }"""
+    await execute(service, world.roles["requester"], query)
+
+
+async def test_full_introspection_is_within_the_budget(service: TaskService, world: World) -> None:
+    from graphql import get_introspection_query
+
+    data = await execute(service, world.roles["requester"], get_introspection_query())
+    assert data["__schema"]["queryType"]["name"] == "Query"
+
+
+async def test_introspection_is_counted_as_it_runs_and_refused_past_the_budget() -> None:
+    """graphql-core's own rule bounds how deep introspection may nest; what is left is
+    counted while it runs (on an engine with a small budget, the full query is too much)."""
+    from graphql import get_introspection_query
+
+    from baton.engine.limits import Limits
+    from baton.engine.runner import Engine, Request
+
+    small = Engine(schema, Limits(max_cost=1000))
+    outcome = await small.execute(Request(get_introspection_query()), None)
+    assert outcome.refused
+    [error] = outcome.errors
+    assert error["extensions"]["budget"] == 1000
+    assert error["extensions"]["estimate"] > 1000
+    deep = "fields { type { " * 3 + "name" + " } }" * 3
+    refused = await small.execute(Request(f"{{ __schema {{ types {{ {deep} }} }} }}"), None)
+    assert refused.refused and "introspection depth" in refused.errors[0]["message"]
+
+
+def _composite_lists() -> list[tuple[str, str]]:
+    found = []
+    for type_ in schema._schema.type_map.values():
+        if not isinstance(type_, GraphQLObjectType) or type_.name.startswith("__"):
+            continue
+        for name, field in type_.fields.items():
+            inner = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
+            if isinstance(inner, GraphQLList) and is_composite_type(get_named_type(inner)):
+                found.append((type_.name, name))
+    return found
+
+
+# A connection's edges (and a graph's nodes) take the page size of the field that returned them.
+PAGED = {(t, "edges") for t, _ in []} | {("TaskGraph", "nodes")}
+
+
+@pytest.mark.parametrize(("type_name", "field_name"), _composite_lists())
+def test_every_list_of_objects_declares_how_long_it_can_be(type_name: str, field_name: str) -> None:
+    if (field_name == "edges" and type_name.endswith("Connection")) or (
+        type_name,
+        field_name,
+    ) in PAGED:
+        return
+    type_ = schema._schema.type_map[type_name]
+    assert isinstance(type_, GraphQLObjectType)
+    sf = (type_.fields[field_name].extensions or {}).get(DEFINITION)
+    bound = (getattr(sf, "metadata", None) or {}).get(LIST_SIZE)
+    assert isinstance(bound, ListSize), f"{type_name}.{field_name} declares no list size"
+
+
+async def test_at_run_time_a_request_may_load_only_so_many_rows(
+    service: TaskService, world: World
+) -> None:
+    """The second line of defence: a request that gets past the static check but loads more
+    rows than `max_rows` stops with a typed error."""
+    from baton.engine.limits import Limits
+    from baton.engine.runner import Engine, Request
+    from tests.helpers import context
+
+    await clique(service, world, 6)
+    small = Engine(schema, Limits(max_rows=5))
+    outcome = await small.execute(
+        Request("{ tasks(first: 50) { edges { node { id } } } }"),
+        context(world.roles["requester"], service),
+    )
+    assert outcome.data is None
+    assert [e["extensions"]["code"] for e in outcome.errors] == ["too_expensive"]
