@@ -33,6 +33,7 @@ log = logging.getLogger("baton.live")
 CHANNEL = "baton_task_events"
 BATCH = 500
 QUEUE_LIMIT = 10_000
+STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's disconnect
 
 
 @dataclass(eq=False)
@@ -67,6 +68,7 @@ class EventHub:
         self._tasks: list[asyncio.Task[None]] = []
         self._announce = asyncio.Event()
         self._newest_committed = 0
+        self._stopping = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -81,13 +83,17 @@ class EventHub:
         ]
 
     async def stop(self) -> None:
+        """Stop reading and listening, within `STOP_SECONDS` whatever the broker is doing
+        (a listener that is reconnecting included)."""
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=STOP_SECONDS)
+            for task in pending:
+                log.warning("event hub: %s did not stop in time", task.get_name())
         with contextlib.suppress(Exception):
-            await self.broadcast.disconnect()
+            await asyncio.wait_for(self.broadcast.disconnect(), STOP_SECONDS)
 
     async def publish(self, event_id: int) -> None:
         """Tell every process (this one too) that events up to `event_id` are committed.
@@ -114,7 +120,7 @@ class EventHub:
 
     async def _listen(self) -> None:
         delay = 0.1
-        while True:
+        while not self._stopping:
             try:
                 async with self.broadcast.subscribe(CHANNEL) as subscriber:
                     delay = 0.1
@@ -124,6 +130,10 @@ class EventHub:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                # broadcaster's `subscribe` can turn a cancellation into a KeyError when it
+                # arrives before the subscription is registered: a stop must still end here.
+                if self._stopping:
+                    return
                 log.warning("broadcast: listener failed (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
