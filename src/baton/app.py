@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -20,8 +21,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from baton.access import tokens as api_tokens
 from baton.access.principals import Principal
-from baton.access.tokens import principal_for
 from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
@@ -36,7 +37,7 @@ from baton.store.db import Database, libpq_url
 from baton.store.embedded import start_embedded
 from baton.web.auth import TokenCache
 from baton.web.graphql_http import GraphQLHTTP
-from baton.web.graphql_ws import GraphQLWS
+from baton.web.graphql_ws import GraphQLWS, SocketLimits
 
 log = logging.getLogger("baton")
 
@@ -69,15 +70,28 @@ class Front:
     """The app uvicorn runs: `/graphql` to its handlers, the rest to Starlette; counts every
     answered HTTP request by path and status for /metrics."""
 
-    def __init__(self, http: ASGIApp, ws: ASGIApp, rest: ASGIApp) -> None:
+    def __init__(
+        self,
+        http: ASGIApp,
+        ws: ASGIApp,
+        rest: ASGIApp,
+        metrics_at: tuple[str, int] | None = None,
+    ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
+        # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
+        self.metrics_at = metrics_at
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             path = scope["path"]
+            if self.metrics_at is not None and (path == "/metrics") != (
+                tuple(scope.get("server") or ()) == self.metrics_at
+            ):
+                await Response(status_code=404)(scope, receive, send)
+                return
             label = path if path in COUNTED_PATHS else "other"
 
             async def counted(message: Message) -> None:
@@ -97,8 +111,11 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     settings = settings or Settings.from_env()
     runtime: dict[str, Runtime] = {}
 
-    async def resolve(token: str) -> Principal | None:
-        return await principal_for(runtime["current"].db, token)
+    async def resolve(token: str) -> api_tokens.Grant | None:
+        return await api_tokens.grant_for(runtime["current"].db, token)
+
+    async def working(tokens: Collection[str]) -> set[str]:
+        return await api_tokens.working(runtime["current"].db, tokens)
 
     def context(principal: Principal) -> Context:
         return runtime["current"].context(principal)
@@ -137,11 +154,26 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             return JSONResponse({"status": "migrating", "at": current, "head": head}, 503)
         return JSONResponse({"status": "ready", "revision": current})
 
+    metrics_token = f"Bearer {settings.metrics_token}".encode() if settings.metrics_token else None
+
     async def metrics(request: Request) -> Response:
+        if metrics_token is not None and not secrets.compare_digest(
+            request.headers.get("authorization", "").encode(), metrics_token
+        ):
+            return Response(
+                "a valid bearer token is required (BATON_METRICS_TOKEN)\n",
+                401,
+                headers={"WWW-Authenticate": 'Bearer realm="baton-metrics"'},
+            )
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     engine = Engine(schema, DEFAULT_LIMITS)  # the GraphQL engine (no database in it)
-    tokens = TokenCache(resolve)
+    tokens = TokenCache(resolve, working, settings.token_check_seconds)
+    socket_limits = SocketLimits(
+        init_timeout=settings.ws_init_timeout,
+        max_unauthenticated=settings.max_unauthenticated_sockets,
+        token_check=settings.token_check_seconds,
+    )
     rest = Starlette(
         routes=[
             Route("/healthz", healthz),
@@ -152,6 +184,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     )
     return Front(
         GraphQLHTTP(engine, tokens, context, settings.max_body_bytes),
-        GraphQLWS(engine, tokens, context),
+        GraphQLWS(engine, tokens, context, socket_limits),
         rest,
+        settings.metrics_address,
     )
