@@ -36,6 +36,7 @@ from baton.store import migrate
 from baton.store.db import Database, libpq_url
 from baton.store.embedded import start_embedded
 from baton.web.auth import TokenCache
+from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_ws import GraphQLWS, SocketLimits
 
@@ -179,6 +180,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
+            *asset_routes(),  # GraphiQL's scripts and styles, from the package
         ],
         lifespan=lifespan,
     )
