@@ -107,6 +107,33 @@ def test_a_stop_signal_ends_the_server_and_its_embedded_postgresql(
     assert gone(postmaster, within=STOP_SECONDS), "the embedded PostgreSQL is still running"
 
 
+def test_a_stop_during_startup_ends_it_and_leaves_no_postgresql(
+    embedded_env: dict[str, str], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {**embedded_env, "BATON_DATA_DIR": str(data_dir)}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "baton.cli", "serve", "--port", str(free_port())],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 60
+    while "baton: database:" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # starting PostgreSQL, migrating, or starting the app
+
+    code, took = stop(process, signal.SIGTERM)
+
+    assert took < 25, took  # the stop deadline, with room for a loaded machine
+    assert code in (0, 1), log.read_text()
+    pid_file = data_dir / "pgdata" / "postmaster.pid"
+    if pid_file.exists():
+        assert gone(int(pid_file.read_text().split()[0]), within=STOP_SECONDS)
+
+
 # --- an unreachable database ------------------------------------------------------------------
 
 
