@@ -69,7 +69,10 @@ class Settings:
         if "data_dir" in values:
             values["data_dir_source"] = "BATON_DATA_DIR"
         else:
-            found = find_data_dir(Path.cwd())
+            try:
+                found = find_data_dir(Path.cwd())
+            except OSError:  # the working directory was removed
+                found = None
             if found is not None:
                 values["data_dir"], values["data_dir_source"] = found, "found"
         settings = cls(**values)
