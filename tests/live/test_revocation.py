@@ -8,6 +8,7 @@ is five seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import timedelta
 
@@ -97,3 +98,30 @@ async def test_other_tokens_sockets_stay_open(tuned_server: TunedServer, world: 
     with pytest.raises(Exception, match=r"not_found|no task"):
         await kept.next()  # the socket still answers
     await kept.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_revoked_socket_runs_no_more_operations(
+    tuned_server: TunedServer, world: World, protocol: str
+) -> None:
+    await world.decide(None)
+    token = await create_token(tuned_server.db, world.roles["requester"])
+    ws = await WSClient.open(tuned_server.url, token, protocol)
+    await revoke_token(tuned_server.db, await token_id(tuned_server, token))
+    await asyncio.sleep(CHECK + 0.2)  # past the cache's period: the next check refuses it
+
+    task_id = f"revoked-{world.tag}"
+    mutation = """mutation($input: HandOffInput!) { handOff(input: $input) { __typename } }"""
+    task_input = {
+        "id": task_id,
+        "project": world.project,
+        "requester": world.requester,
+        "assignee": world.assignee,
+        "packet": {"task": "t", "deliverableType": "doc", "acceptanceCriteria": ["a"]},
+    }
+    with contextlib.suppress(ConnectionClosed):  # closed by the sweep already, or now
+        await ws.subscribe(mutation, {"input": task_input})
+    code, _ = await closed_within(ws, SLACK)
+    assert code == 4403
+    exists = await tuned_server.db.fetchval("SELECT count(*) FROM tasks WHERE id = $1", task_id)
+    assert exists == 0
