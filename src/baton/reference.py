@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from baton.settings import VARIABLES, Settings
@@ -59,9 +60,15 @@ def limits_table() -> str:
             f"{_size(s.max_body_bytes)}; past it close 1009",
             "`BATON_MAX_BODY_BYTES`",
         ),
-        ("query depth", str(DEFAULT_LIMITS.max_depth), "`baton.engine.limits`"),
-        ("aliases per document", str(DEFAULT_LIMITS.max_aliases), "`baton.engine.limits`"),
-        ("tokens per document", f"{DEFAULT_LIMITS.max_tokens:,}", "`baton.engine.limits`"),
+        # Every bound of the engine's `Limits`, including any added later (a cost budget).
+        *(
+            (
+                ENGINE_LABELS.get(f.name, f.name.removeprefix("max_").replace("_", " ")),
+                f"{getattr(DEFAULT_LIMITS, f.name):,}",
+                "`baton.engine.limits`",
+            )
+            for f in fields(DEFAULT_LIMITS)
+        ),
         ("page size (`first`)", f"default {page}, at most {MAX_PAGE}", "`baton.api.types`"),
         ("values per subscription filter list", str(MAX_FILTER_VALUES), "`baton.api`"),
         (
@@ -89,6 +96,12 @@ def limits_table() -> str:
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return "\n".join(lines)
 
+
+ENGINE_LABELS = {
+    "max_depth": "query depth",
+    "max_aliases": "aliases per document",
+    "max_tokens": "tokens per document",
+}
 
 RENDERERS = {"configuration": configuration_table, "limits": limits_table}
 
