@@ -150,3 +150,35 @@ def live_server(
     url, process = start_server({"BATON_DATABASE_URL": database_url}, log)
     yield LiveServer(url, db, process)
     stop_server(process)
+
+
+@dataclass
+class TunedServer(LiveServer):
+    """`baton serve` with short timeouts and a separate, token-protected metrics address."""
+
+    metrics_url: str = ""
+    metrics_token: str = ""
+
+
+TUNED = {
+    "BATON_TOKEN_CHECK_SECONDS": "1",
+    "BATON_WS_INIT_TIMEOUT": "1.5",
+    "BATON_MAX_UNAUTHENTICATED_SOCKETS": "3",
+}
+
+
+@pytest.fixture(scope="session")
+def tuned_server(
+    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TunedServer]:
+    log = tmp_path_factory.mktemp("tuned") / "serve.log"
+    metrics_port, metrics_token = free_port(), secrets.token_urlsafe(16)
+    env = {
+        "BATON_DATABASE_URL": database_url,
+        "BATON_METRICS_ADDRESS": f"127.0.0.1:{metrics_port}",
+        "BATON_METRICS_TOKEN": metrics_token,
+        **TUNED,
+    }
+    url, process = start_server(env, log)
+    yield TunedServer(url, db, process, f"http://127.0.0.1:{metrics_port}", metrics_token)
+    stop_server(process)

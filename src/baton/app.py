@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -21,14 +22,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from baton.access import tokens as api_tokens
 from baton.access.principals import Principal
-from baton.access.tokens import principal_for
 from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
 from baton.live.backends import make_backend
-from baton.live.hub import EventHub
+from baton.live.hub import STOP_SECONDS, EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.metrics import HTTP_REQUESTS, REGISTRY
 from baton.services.runs import RunService
@@ -39,8 +40,9 @@ from baton.store.db import Database, libpq_url
 from baton.store.embedded import start_embedded
 from baton.store.records import EventRecord, RunEventRecord
 from baton.web.auth import TokenCache
+from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
-from baton.web.graphql_ws import GraphQLWS
+from baton.web.graphql_ws import GraphQLWS, SocketLimits
 
 log = logging.getLogger("baton")
 
@@ -89,15 +91,28 @@ class Front:
     """The app uvicorn runs: `/graphql` to its handlers, the rest to Starlette; counts every
     answered HTTP request by path and status for /metrics."""
 
-    def __init__(self, http: ASGIApp, ws: ASGIApp, rest: ASGIApp) -> None:
+    def __init__(
+        self,
+        http: ASGIApp,
+        ws: ASGIApp,
+        rest: ASGIApp,
+        metrics_at: tuple[str, int] | None = None,
+    ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
+        # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
+        self.metrics_at = metrics_at
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             path = scope["path"]
+            if self.metrics_at is not None and (path == "/metrics") != (
+                tuple(scope.get("server") or ()) == self.metrics_at
+            ):
+                await Response(status_code=404)(scope, receive, send)
+                return
             label = path if path in COUNTED_PATHS else "other"
 
             async def counted(message: Message) -> None:
@@ -117,8 +132,11 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
     settings = settings or Settings.from_env()
     runtime: dict[str, Runtime] = {}
 
-    async def resolve(token: str) -> Principal | None:
-        return await principal_for(runtime["current"].db, token)
+    async def resolve(token: str) -> api_tokens.Grant | None:
+        return await api_tokens.grant_for(runtime["current"].db, token)
+
+    async def working(tokens: Collection[str]) -> set[str]:
+        return await api_tokens.working(runtime["current"].db, tokens)
 
     def context(principal: Principal) -> Context:
         return runtime["current"].context(principal)
@@ -149,8 +167,8 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
                 await sweeper
             await hub.stop()
             await run_hub.stop()
-            with contextlib.suppress(Exception):
-                await broadcast.disconnect()
+            with contextlib.suppress(Exception):  # bounded: a broker that hangs must not
+                await asyncio.wait_for(broadcast.disconnect(), STOP_SECONDS)
             await db.close()
 
     async def healthz(request: Request) -> Response:
@@ -170,21 +188,38 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             return JSONResponse({"status": "migrating", "at": current, "head": head}, 503)
         return JSONResponse({"status": "ready", "revision": current})
 
+    metrics_token = f"Bearer {settings.metrics_token}".encode() if settings.metrics_token else None
+
     async def metrics(request: Request) -> Response:
+        if metrics_token is not None and not secrets.compare_digest(
+            request.headers.get("authorization", "").encode(), metrics_token
+        ):
+            return Response(
+                "a valid bearer token is required (BATON_METRICS_TOKEN)\n",
+                401,
+                headers={"WWW-Authenticate": 'Bearer realm="baton-metrics"'},
+            )
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     engine = Engine(schema, DEFAULT_LIMITS)  # the GraphQL engine (no database in it)
-    tokens = TokenCache(resolve)
+    tokens = TokenCache(resolve, working, settings.token_check_seconds)
+    socket_limits = SocketLimits(
+        init_timeout=settings.ws_init_timeout,
+        max_unauthenticated=settings.max_unauthenticated_sockets,
+        token_check=settings.token_check_seconds,
+    )
     rest = Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
+            *asset_routes(),  # GraphiQL's scripts and styles, from the package
         ],
         lifespan=lifespan,
     )
     return Front(
         GraphQLHTTP(engine, tokens, context, settings.max_body_bytes),
-        GraphQLWS(engine, tokens, context),
+        GraphQLWS(engine, tokens, context, socket_limits),
         rest,
+        settings.metrics_address,
     )

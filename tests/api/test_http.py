@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from importlib import resources
+
 import httpx
 
 from tests.conftest import LiveServer
@@ -67,6 +70,27 @@ async def test_graphiql_is_served_to_a_browser_without_a_token(live_server: Live
         page = await client.get("/graphql", headers={"Accept": "text/html"})
         assert page.status_code == 200
         assert "graphiql" in page.text.lower()
+
+        # Every script and stylesheet is the server's own, and each is served.
+        references = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert references, page.text
+        assert all(ref.startswith("/") and not ref.startswith("//") for ref in references)
+        assert "http://" not in page.text and "https://" not in page.text
+        for ref in references:
+            asset = await client.get(ref)
+            assert asset.status_code == 200, ref
+            kind = "text/css" if ref.endswith(".css") else "text/javascript"
+            assert asset.headers["content-type"].startswith(kind), ref
+            name = ref.rsplit("/", 1)[1]
+            packaged = resources.files("baton.web").joinpath("static", "graphiql", name)
+            assert asset.content == packaged.read_bytes(), ref
+        assert (await client.get("/graphiql/LICENSE.react")).status_code == 404
+        assert (await client.get("/graphiql/..%2Fgraphiql.py")).status_code == 404
+
+        # The headers pane starts with an Authorization template.
+        start = (await client.get("/graphiql/start.js")).text
+        assert 'Authorization: "Bearer <token>"' in start
+        assert "defaultHeaders" in start
         # A query by GET still needs the token.
         query = await client.get("/graphql", params={"query": "{ viewer { handle } }"})
         assert query.status_code == 401

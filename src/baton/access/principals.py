@@ -8,7 +8,7 @@ from enum import StrEnum
 from baton.errors import InvalidInput
 from baton.protocol.handoff import Actor
 from baton.protocol.pipeline import RunActor
-from baton.protocol.task_object import HANDLE_PATTERN, OWNER_PATTERN
+from baton.protocol.task_object import HANDLE_PATTERN, OWNER_PATTERN, check_not_reserved
 
 
 class PrincipalKind(StrEnum):
@@ -54,6 +54,7 @@ class Principal:
             return ADMIN
         if text is None:
             raise InvalidInput("principal", "give a principal or --admin")
+        check_not_reserved(text.split("/", 1)[0], "principal")
         if HANDLE_PATTERN.fullmatch(text):
             return cls(PrincipalKind.AGENT, text)
         if OWNER_PATTERN.fullmatch(text):

@@ -82,7 +82,8 @@ class Subscription:
         name="taskEvents",
         description="Events of tasks the caller can see that match `filter`, in commit order. "
         "With `after` (an event id), first every committed matching event after it, then live "
-        "ones, with no gap and no duplicate. Without it, only events committed from now on.",
+        "ones, with no gap and no duplicate. Without it, only events committed from now on. "
+        "A WebSocket runs at most 100 operations (subscriptions) at once.",
     )
     async def task_events(
         self,
@@ -99,7 +100,8 @@ class Subscription:
     @strawberry.subscription(
         name="taskUpdated",
         description="The task now, then the task after each change; completes once it reaches "
-        "a terminal state. A task the caller cannot see is a `not_found` error.",
+        "a terminal state. A task the caller cannot see is a `not_found` error. A WebSocket "
+        "runs at most 100 operations (subscriptions) at once.",
     )
     async def task_updated(
         self, info: Info[Context, None], id: strawberry.ID

@@ -31,6 +31,7 @@ log = logging.getLogger("baton.live")
 
 BATCH = 500
 QUEUE_LIMIT = 10_000
+STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's disconnect
 
 
 class Event(Protocol):
@@ -120,6 +121,7 @@ class EventHub(Generic[E]):
         self._tasks: list[asyncio.Task[None]] = []
         self._announce = asyncio.Event()
         self._newest_committed = 0
+        self._stopping = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -135,11 +137,15 @@ class EventHub(Generic[E]):
         ]
 
     async def stop(self) -> None:
+        """Stop reading and listening, within `STOP_SECONDS` whatever the broker is doing
+        (a listener that is reconnecting included)."""
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=STOP_SECONDS)
+            for task in pending:
+                log.warning("event hub: %s did not stop in time", task.get_name())
 
     async def publish(self, event_id: int) -> None:
         """Tell every process (this one too) that events up to `event_id` are committed.
@@ -166,7 +172,7 @@ class EventHub(Generic[E]):
 
     async def _listen(self) -> None:
         delay = 0.1
-        while True:
+        while not self._stopping:
             try:
                 async with self.broadcast.subscribe(self.log.channel) as subscriber:
                     delay = 0.1
@@ -176,6 +182,10 @@ class EventHub(Generic[E]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                # broadcaster's `subscribe` can turn a cancellation into a KeyError when it
+                # arrives before the subscription is registered: a stop must still end here.
+                if self._stopping:
+                    return
                 log.warning("broadcast: listener failed (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

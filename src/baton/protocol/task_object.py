@@ -66,6 +66,9 @@ CHECKPOINT_SCHEMA = _nullable(_PROPS["latest_checkpoint"])
 HANDLE_PATTERN = re.compile(_PROPS["requester"]["pattern"])
 PROJECT_PATTERN = re.compile(_PROPS["project"]["pattern"])
 OWNER_PATTERN = re.compile(PROJECT_PATTERN.pattern)  # an owner handle has the project's shape
+# Owner names that would read like Baton's own actors in events (`actor: "admin"`, `"system"`),
+# and the empty name: no principal, requester, assignee or gate-rule owner may be called so.
+RESERVED_OWNERS = frozenset({"admin", "system", ""})
 
 # The Python enums must be the schema's enums, in the schema's order.
 assert [s.value for s in TaskState] == _PROPS["state"]["enum"]
@@ -168,6 +171,18 @@ def check_property(name: str, value: object, field: str) -> None:
 
 def check_handle(value: str, field: str) -> None:
     check_string(value, HANDLE_PATTERN, field, "an agent handle owner/agent")
+    check_not_reserved(value.split("/", 1)[0], field)
+
+
+def check_owner(value: str, field: str = "owner") -> None:
+    check_not_reserved(value, field)
+    check_string(value, OWNER_PATTERN, field, "an owner handle")
+
+
+def check_not_reserved(owner: str, field: str) -> None:
+    if owner in RESERVED_OWNERS:
+        what = f"the owner name {owner!r} is" if owner else "an empty owner name is"
+        raise InvalidInput(field, f"{what} reserved (admin, system and the empty name are)")
 
 
 def check_project(value: str, field: str = "project") -> None:

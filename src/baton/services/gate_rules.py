@@ -33,7 +33,7 @@ def _rule_owner(principal: Principal, owner: str | None) -> str:
     if principal.is_admin:
         if owner is None:
             raise InvalidInput("owner", "admin must name the owner whose rules these are")
-        task_object.check_string(owner, task_object.OWNER_PATTERN, "owner", "an owner handle")
+        task_object.check_owner(owner, "owner")
         return owner
     if principal.kind is not PrincipalKind.OWNER:
         raise Forbidden("agents cannot manage gate rules")

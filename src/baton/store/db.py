@@ -32,11 +32,12 @@ UNREACHABLE = (
     OSError,
     asyncio.TimeoutError,
     asyncpg.CannotConnectNowError,
-    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.PostgresConnectionError,  # the connection dropped or was refused mid-way
     asyncpg.InterfaceError,
     asyncpg.TooManyConnectionsError,
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
+    asyncpg.IdleSessionTimeoutError,
 )
 
 

@@ -24,6 +24,10 @@ def _ts(**kw: Any) -> Any:
     return Field(sa_column=Column(DateTime(timezone=True), nullable=False, **kw))
 
 
+def _optional_ts() -> Any:
+    return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+
+
 # Every listing is newest `updated_at` first, ties broken by id.
 _RECENT = (text("updated_at DESC"), text("id DESC"))
 
@@ -94,6 +98,11 @@ class ApiTokenRow(SQLModel, table=True):
     kind: str = Field(sa_column=Column(Text, nullable=False))
     handle: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = _ts(server_default=text("now()"))
+    # Null: never expires / not revoked / not used yet. `last_used_at` is refreshed at most
+    # once a minute per token (see baton.access.tokens).
+    expires_at: datetime | None = _optional_ts()
+    revoked_at: datetime | None = _optional_ts()
+    last_used_at: datetime | None = _optional_ts()
 
 
 class GateRuleRow(SQLModel, table=True):

@@ -5,7 +5,10 @@ nothing executed), reads the body with its size bounded (413 past it, before rea
 decodes it with orjson, runs the operation and writes the answer, with no per-request work that
 does not depend on the request. Media types follow the GraphQL-over-HTTP spec: a client that
 asks for `application/graphql-response+json` gets it, with 400 for a request refused before
-execution; everyone else gets `application/json` and 200 for any well-formed request.
+execution; everyone else gets `application/json` and 200 for any well-formed request. A
+database that is down or saturated (`baton.errors.Unavailable`, while checking the token or
+while running the operation) answers 503 with `Retry-After` and the error envelope, code
+`unavailable`, whatever the media type.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
+from baton.errors import Unavailable
 from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import graphiql_page
 
@@ -28,6 +32,8 @@ log = logging.getLogger("baton.http")
 
 JSON = "application/json"
 GRAPHQL_RESPONSE = "application/graphql-response+json"
+RETRY_AFTER_SECONDS = 2
+UNAVAILABLE_HEADERS = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
 
 ContextFactory = Callable[[Principal], Any]
 
@@ -81,9 +87,13 @@ class GraphQLHTTP:
         if is_page and b"text/html" in headers.get(b"accept", b""):
             await send_body(send, 200, graphiql_page(), "text/html")  # needs no token
             return
-        principal = await self.tokens.principal(
-            bearer(headers.get(b"authorization", b"").decode("latin-1"))
-        )
+        try:
+            principal = await self.tokens.principal(
+                bearer(headers.get(b"authorization", b"").decode("latin-1"))
+            )
+        except Unavailable as exc:
+            await _unavailable(send, exc)
+            return
         if principal is None:
             body = error_body("a valid bearer token is required", "unauthenticated")
             await send_body(send, 401, body, JSON, [(b"www-authenticate", b'Bearer realm="baton"')])
@@ -104,11 +114,29 @@ class GraphQLHTTP:
             return
         try:
             outcome = await self.engine.execute(request, self.context(principal))
+        except Unavailable as exc:
+            await _unavailable(send, exc)
+            return
         except Exception:
             log.exception("unexpected error answering a GraphQL request")
             await send_body(send, 500, error_body("Internal server error.", "internal"), JSON)
             return
+        if _unavailable_in(outcome):
+            await send_body(send, 503, _encode(outcome), media_type, UNAVAILABLE_HEADERS)
+            return
         await send_body(send, _status(outcome, media_type), _encode(outcome), media_type)
+
+
+async def _unavailable(send: Send, exc: Unavailable) -> None:
+    log.warning("answering 503: %s", exc.message)
+    message = "the database is unavailable; try again later"
+    await send_body(send, 503, error_body(message, "unavailable"), JSON, UNAVAILABLE_HEADERS)
+
+
+def _unavailable_in(outcome: Outcome) -> bool:
+    return any(
+        (error.get("extensions") or {}).get("code") == Unavailable.code for error in outcome.errors
+    )
 
 
 def _negotiate(accept: str) -> str:
@@ -175,6 +203,8 @@ async def _from_body(headers: dict[bytes, bytes], receive: Receive, limit: int) 
         raise BadRequest(400, "batched requests are not supported; send one operation")
     if not isinstance(body, dict):
         raise BadRequest(400, "the request body must be a JSON object")
+    if body.get("extensions") is not None and not isinstance(body["extensions"], dict):
+        raise BadRequest(400, "extensions must be a JSON object")
     return _request(body.get("query"), body.get("variables"), body.get("operationName"))
 
 
@@ -189,6 +219,13 @@ def _from_query_string(raw: bytes) -> Request:
             variables = orjson.loads(variables)
         except orjson.JSONDecodeError as exc:
             raise BadRequest(400, "variables must be a JSON object") from exc
+    extensions = params.get("extensions")
+    if extensions:
+        try:
+            if not isinstance(orjson.loads(extensions), dict):
+                raise BadRequest(400, "extensions must be a JSON object")
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(400, "extensions must be a JSON object") from exc
     return _request(params.get("query"), variables or None, params.get("operationName") or None)
 
 

@@ -2,7 +2,12 @@
 
 One coroutine per socket reads messages; each operation runs as its own task. The token comes
 in `connection_init` (`{"authorization": "Bearer …"}`); until the connection is acknowledged
-nothing runs, and a socket that sends no `connection_init` within the init timeout is closed.
+nothing runs, and a socket that sends no `connection_init` within the init timeout is closed
+(4408, both subprotocols). Once acknowledged, a socket's token is re-checked every
+`token_check` seconds by one sweep per process, which asks the database about every open
+socket's token in one query and closes those whose token was revoked or has expired with 4403;
+each new operation also checks the token (through the short-lived cache). While the database is
+unavailable a `connection_init` is answered by closing with 1013 (try again later).
 Each event of a subscription goes out as one text frame; the engine shares one execution (and
 one encoded payload) among subscribers of the same document, variables and principal, so here
 a frame is that payload with the operation's id put in front.
@@ -23,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
+from baton.errors import Unavailable
 from baton.web.auth import TokenCache, bearer
 from baton.web.ws_protocol import LEGACY, TRANSPORT, Close, Dialect, choose
 
@@ -37,6 +43,7 @@ class SocketLimits:
     max_operations: int = 100  # operations running at once on one socket
     keep_alive: float = 15.0  # seconds between legacy `ka` messages
     max_unauthenticated: int = 1000  # sockets per process not yet acknowledged
+    token_check: float = 5.0  # seconds between re-checks of open sockets' tokens
 
 
 class GraphQLWS:
@@ -52,6 +59,8 @@ class GraphQLWS:
         self.context = context
         self.limits = limits
         self.unauthenticated = 0  # sockets open and not yet acknowledged
+        self.by_token: dict[str, set[_Socket]] = {}  # acknowledged sockets, by token
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()
@@ -73,7 +82,50 @@ class GraphQLWS:
         finally:
             if not socket.acknowledged:
                 self.unauthenticated -= 1
+            self.forget(socket)
             await socket.stop()
+
+    # --- token re-checks --------------------------------------------------------------------
+
+    def remember(self, socket: _Socket) -> None:
+        assert socket.token is not None
+        self.by_token.setdefault(socket.token, set()).add(socket)
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep(), name="baton-ws-token-sweep")
+
+    def forget(self, socket: _Socket) -> None:
+        if socket.token is None:
+            return
+        sockets = self.by_token.get(socket.token)
+        if sockets is not None:
+            sockets.discard(socket)
+            if not sockets:
+                del self.by_token[socket.token]
+
+    async def _sweep(self) -> None:
+        """Every `token_check` seconds while sockets are open: close those whose token stopped
+        working. One query per sweep, however many sockets and tokens."""
+        while self.by_token:
+            await asyncio.sleep(self.limits.token_check)
+            tokens = list(self.by_token)
+            if not tokens:
+                return
+            try:
+                working = await self.tokens.recheck(tokens)
+            except Unavailable as exc:
+                log.warning(
+                    "cannot re-check WebSocket tokens now (%s); next try in %.0fs",
+                    exc,
+                    self.limits.token_check,
+                )
+                continue
+            except Exception:
+                log.exception("re-checking WebSocket tokens failed")
+                continue
+            for token in tokens:
+                if token not in working:
+                    for socket in list(self.by_token.pop(token, ())):
+                        await socket.revoke()
 
 
 async def _close(send: Send, code: int, reason: str) -> None:
@@ -94,6 +146,7 @@ class _Socket:
         self.init_received = False
         self.acknowledged = False
         self.principal: Principal | None = None
+        self.token: str | None = None
         self.context: Any = None
         self.operations: dict[str, asyncio.Task[None]] = {}
         self.keep_alive: asyncio.Task[None] | None = None
@@ -134,6 +187,15 @@ class _Socket:
             self.closed = True
             await _close(self._send, code, reason)
         raise _Closed
+
+    async def revoke(self) -> None:
+        """Close from outside the read loop: the token stopped working."""
+        if self.closed:
+            return
+        self.closed = True
+        for task in self.operations.values():
+            task.cancel()
+        await _close(self._send, Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
 
     async def send(self, text: str) -> None:
         if self.closed:
@@ -186,7 +248,11 @@ class _Socket:
         if isinstance(payload, dict):
             raw = payload.get("authorization") or payload.get("Authorization")
         token = bearer(raw) if isinstance(raw, str) else None
-        principal = await self.server.tokens.principal(token)
+        try:
+            principal = await self.server.tokens.principal(token)
+        except Unavailable:
+            await self.close(Close.TRY_AGAIN_LATER, "Try again later: database unavailable")
+            return
         if principal is None:
             if self.dialect.refuse_with_message:
                 message = {"message": "a valid bearer token is required"}
@@ -194,9 +260,11 @@ class _Socket:
             await self.close(Close.FORBIDDEN, "Forbidden")
             return
         self.principal = principal
+        self.token = token
         self.context = self.server.context(principal)
         self.acknowledged = True
         self.server.unauthenticated -= 1
+        self.server.remember(self)
         await self.send_json({"type": "connection_ack"})
         if self.dialect.keep_alive is not None:
             self.keep_alive = asyncio.create_task(self._keep_alive(self.dialect.keep_alive))
@@ -217,6 +285,13 @@ class _Socket:
             await self.close(
                 Close.DUPLICATE_OPERATION, f"Subscriber for {op_id[:80]} already exists"
             )
+        try:
+            revoked = await self.server.tokens.grant(self.token) is None
+        except Unavailable:
+            revoked = False  # checked again by the sweep; the operation answers `unavailable`
+        if revoked:
+            self.server.forget(self)
+            await self.close(Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
         request = _request(payload)
         if request is None:
             await self.error(op_id, "the payload needs a `query` string and `variables` object")
