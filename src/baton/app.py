@@ -24,6 +24,7 @@ from baton.access.principals import Principal
 from baton.access.tokens import principal_for
 from baton.api.context import Context
 from baton.api.schema import schema
+from baton.board import routes as board_routes
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
 from baton.live.backends import make_backend
@@ -147,6 +148,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
+            *board_routes(),  # the owners' web page at / and /board
         ],
         lifespan=lifespan,
     )
