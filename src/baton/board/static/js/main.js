@@ -105,12 +105,14 @@ function signOut(message = "") {
 
 async function start(token) {
   let ended = false;
+  let started = false; // until then a refused token is the sign-in form's to report
   const refused = () => {
-    if (!ended) signOut("The server no longer accepts your token: it was revoked or has expired. Sign in again.");
+    if (started && !ended) signOut("The server no longer accepts your token: it was revoked or has expired. Sign in again.");
   };
   const api = new Api(token, refused);
   const meta = await new Meta(api).load(); // throws AuthError for a bad token
   sessionStorage.setItem(TOKEN, token);
+  started = true;
   const client = connect(token, { onStatus: setStatus, onRefused: refused });
   const listeners = new Set();
   const activity = [];

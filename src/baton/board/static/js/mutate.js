@@ -75,6 +75,8 @@ let formIds = 0;
 
 async function control(meta, field, prefix) {
   const t = unwrap(field.type);
+  // A field with a default may be left out: the server fills it in.
+  t.required = t.required && (field.defaultValue === null || field.defaultValue === undefined);
   const id = `f${++formIds}`;
   const name = prefix + field.name;
   const title = fieldLabel(field.name) + (t.required ? "" : " (optional)");
@@ -98,7 +100,7 @@ async function control(meta, field, prefix) {
   let input;
   if (t.kind === "ENUM") {
     const values = await meta.enumValues(t.name);
-    input = h("select", { id, name, required: t.required }, t.required ? null : h("option", { value: "" }, "—"), values.map((v) => h("option", { value: v }, words(v))));
+    input = h("select", { id, name, required: t.required }, t.required ? null : h("option", { value: "" }, "—"), values.map((v) => h("option", { value: v, selected: v === field.defaultValue }, words(v))));
   } else if (t.list) {
     input = h("textarea", { id, name, rows: 3, required: t.required, placeholder: "one per line" });
   } else if (t.name === "Int") {

@@ -177,7 +177,7 @@ export function mount(ctx, root, params) {
         updateShown(column);
       });
       performance.mark("baton:board-ready");
-      board.dataset.ready = "true";
+      root.dataset.ready = "true";
     } catch (error) {
       message.textContent = ctx.problem(error);
     }

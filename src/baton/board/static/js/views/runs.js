@@ -3,10 +3,10 @@
 // live from `runEvents`. The server's schema decides what is read: fields are picked by
 // introspection, so the view shows only what the server has, and nothing when it has no runs.
 
-import { h, label, when, words } from "../dom.js";
+import { h, when, words } from "../dom.js";
 import { follow } from "../live.js";
 import { unwrap } from "../meta.js";
-import { ask, run as runMutation } from "../mutate.js";
+import { ask, fieldLabel, run as runMutation } from "../mutate.js";
 
 const RUN_FIELDS = [
   "id", "project", "taskId", "title", "status", "phase", "checkpoint", "statusLabel", "phaseLabel",
@@ -95,7 +95,7 @@ export function mount(ctx, root) {
     const { selection } = await setup;
     const needs = inputType.inputFields.some((f) => !["id", "expectedVersion"].includes(f.name) && unwrap(f.type).required);
     if (needs) {
-      const extra = await ask(ctx.meta, move.mutation, `${label(name.toLowerCase())}: ${run.title ?? run.id}`);
+      const extra = await ask(ctx.meta, move.mutation, `${fieldLabel(move.mutation)}: ${run.title ?? run.id}`);
       if (extra === null) return;
       Object.assign(input, extra);
     }
@@ -157,7 +157,7 @@ export function mount(ctx, root) {
       progress(run, checkpoints),
       asking ? answerForm(run, questionsOf(run, events), note) : null,
       owners.length
-        ? h("p", { class: "actions" }, owners.map((m) => h("button", { type: "button", onclick: () => act(run, m.name, note).catch((err) => (note.textContent = ctx.problem(err))) }, label(m.name.toLowerCase()))))
+        ? h("p", { class: "actions" }, owners.map((m) => h("button", { type: "button", dataset: { event: m.name }, onclick: () => act(run, m.name, note).catch((err) => (note.textContent = ctx.problem(err))) }, fieldLabel(m.mutation))))
         : null,
       note,
     );
