@@ -304,3 +304,39 @@ async def test_a_dropped_socket_reconnects_and_shows_what_it_missed(
         await expect(page.locator(f'#activity li[data-event-id="{event["id"]}"]')).to_have_count(1)
     assert len(sockets) == 2
     await page.screenshot(path=artifact("reconnected.png"))
+
+
+async def test_keyboard_alone_signs_in_opens_a_task_and_makes_a_move(
+    page: Page, team: Team, live_server: LiveServer
+) -> None:
+    requester = await team.agent(f"{team.owner}/r")
+    task = (await hand_off(requester, team.project, f"{team.owner}/r", f"{team.owner}/a"))["task"]
+    await page.goto(live_server.url)
+    await expect(page.locator("#token")).to_be_focused()  # the form is ready to type into
+    await page.keyboard.type(team.owner_token)
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector("#view[data-ready]")
+    link = page.locator(f'li[data-task-id="{task["id"]}"] a.title')
+    await link.focus()
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector("#view[data-ready] button.move")
+    # Tab to the first move, open its dialog, leave it with Escape, then accept.
+    cancel = page.locator('button.move[data-move="CANCEL"]')
+    await cancel.focus()
+    await page.keyboard.press("Enter")
+    dialog = page.locator("dialog[open]")
+    await expect(dialog.get_by_label("Reason (optional)")).to_be_visible()
+    await page.keyboard.press("Escape")
+    await expect(dialog).to_have_count(0)
+    await page.locator('button.move[data-move="ACCEPT"]').focus()
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".task-head .badge.state")).to_have_text("Accepted")
+    # Every form control on the board has a label.
+    await page.goto(f"{live_server.url}/#/board")
+    await page.wait_for_selector("#view[data-ready]")
+    unlabelled = await page.evaluate(
+        """() => [...document.querySelectorAll("input, select, textarea")]
+             .filter((el) => !el.labels?.length && !el.getAttribute("aria-label"))
+             .map((el) => el.id || el.name)"""
+    )
+    assert unlabelled == []
