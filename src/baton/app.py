@@ -26,6 +26,7 @@ from baton.access import tokens as api_tokens
 from baton.access.principals import Principal
 from baton.api.context import Context
 from baton.api.schema import schema
+from baton.board import routes as board_routes
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
 from baton.live.backends import make_backend
@@ -214,6 +215,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
             Route("/readyz", readyz),
             Route("/metrics", metrics),
             *asset_routes(),  # GraphiQL's scripts and styles, from the package
+            *board_routes(),  # the owners' web page at / and /board
         ],
         lifespan=lifespan,
     )

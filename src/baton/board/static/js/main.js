@@ -1,0 +1,211 @@
+// The page: sign-in, one live event stream for every view, and a router over the URL's hash
+// (#/board, #/inbox, #/task/ID, #/graph/ID, #/runs).
+
+import { Api, AuthError, problem } from "./api.js";
+import { announce, debounce, h } from "./dom.js";
+import { connect, follow } from "./live.js";
+import { Meta } from "./meta.js";
+import { CARD, EVENT } from "./tasks.js";
+import * as boardView from "./views/board.js";
+import * as inboxView from "./views/inbox.js";
+import * as taskView from "./views/task.js";
+
+const TOKEN = "baton.token"; // the key in this tab's sessionStorage
+const view = document.getElementById("view");
+const nav = document.getElementById("nav");
+const live = document.getElementById("live");
+const who = document.getElementById("who");
+const signOutButton = document.getElementById("sign-out");
+
+const EVENTS = `subscription BoardEvents($after: ID) {
+  taskEvents(after: $after) { ${EVENT} task { ${CARD} } }
+}`;
+
+// A cursor to start the stream from that no event of the coming page loads can precede: the
+// last event of the most recently updated task. Events are numbered in commit order, so every
+// later event is replayed; views drop what they already show by version.
+const HEAD = `query BoardHead {
+  tasks(first: 1) { edges { node { events(first: 100) { edges { cursor } } } } }
+}`;
+
+async function headCursor(api) {
+  const data = await api.request(HEAD);
+  const edges = data.tasks.edges[0]?.node.events.edges ?? [];
+  return edges.length ? edges[edges.length - 1].cursor : "0";
+}
+
+const STATUS = { connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…", error: "Live updates failed" };
+
+function setStatus(status) {
+  live.hidden = false;
+  live.dataset.status = status;
+  live.textContent = STATUS[status];
+}
+
+let session = null;
+
+function signIn(message = "") {
+  const error = h("p", { class: "message error", role: "alert", id: "signin-error" }, message);
+  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true, spellcheck: "false" });
+  const button = h("button", { class: "primary" }, "Sign in");
+  const form = h(
+    "form",
+    {
+      onsubmit: async (e) => {
+        e.preventDefault();
+        button.disabled = true;
+        error.textContent = "";
+        try {
+          await start(input.value.trim());
+        } catch (err) {
+          error.textContent =
+            err instanceof AuthError
+              ? "This token was not accepted: it is mistyped, revoked or expired."
+              : problem(err);
+          button.disabled = false;
+          input.focus();
+        }
+      },
+    },
+    h("p", { class: "field" }, h("label", { for: "token" }, "API token"), input),
+    h("p", {}, button),
+  );
+  view.replaceChildren(
+    h(
+      "section",
+      { class: "signin", "aria-labelledby": "signin-title" },
+      h("h1", { id: "signin-title" }, "Sign in to the board"),
+      h(
+        "p",
+        {},
+        "Paste an API token, for example from ",
+        h("code", {}, "baton token create --principal <owner>"),
+        ". It stays in this browser tab only and is forgotten when you sign out or close the tab.",
+      ),
+      form,
+      error,
+    ),
+  );
+  document.title = "Sign in · Baton board";
+  input.focus();
+}
+
+function signOut(message = "") {
+  if (session) {
+    session.stop();
+    session = null;
+  }
+  sessionStorage.removeItem(TOKEN);
+  nav.hidden = true;
+  live.hidden = true;
+  signOutButton.hidden = true;
+  who.textContent = "";
+  signIn(message);
+}
+
+async function start(token) {
+  let ended = false;
+  let started = false; // until then a refused token is the sign-in form's to report
+  const refused = () => {
+    if (started && !ended) signOut("The server no longer accepts your token: it was revoked or has expired. Sign in again.");
+  };
+  const api = new Api(token, refused);
+  const meta = await new Meta(api).load(); // throws AuthError for a bad token
+  sessionStorage.setItem(TOKEN, token);
+  started = true;
+  const client = connect(token, { onStatus: setStatus, onRefused: refused });
+  const listeners = new Set();
+  const activity = [];
+  const badge = document.getElementById("inbox-count");
+  const ctx = {
+    api,
+    meta,
+    client,
+    activity,
+    announce,
+    problem,
+    events: {
+      on(fn) {
+        listeners.add(fn);
+        return () => listeners.delete(fn);
+      },
+    },
+    setInboxCount(n) {
+      badge.textContent = n ? String(n) : "";
+    },
+  };
+  const countInbox = debounce(async () => {
+    try {
+      const data = await inboxView.fetchInbox(ctx);
+      ctx.setInboxCount(data.held.length + data.signoff.length);
+    } catch {
+      // the inbox view shows its own errors
+    }
+  }, 300);
+  setStatus("connecting");
+  const stream = follow(client, {
+    query: EVENTS,
+    after: await headCursor(api),
+    pick: (data) => data.taskEvents,
+    onEvent: (event) => {
+      activity.push(event);
+      if (activity.length > 200) activity.shift();
+      for (const fn of [...listeners]) fn(event);
+      if (inboxView.touchesInbox(meta, event)) countInbox();
+    },
+    onError: (errors) => {
+      setStatus("error");
+      console.error("taskEvents failed", errors);
+    },
+  });
+
+  let unmount = null;
+  const route = async () => {
+    const [path, query] = (location.hash.slice(1) || "/board").split("?");
+    const [name = "board", arg] = path.split("/").filter(Boolean);
+    const params = new URLSearchParams(query ?? "");
+    unmount?.();
+    unmount = null;
+    for (const a of nav.querySelectorAll("a")) {
+      a.toggleAttribute("aria-current", a.getAttribute("href") === `#/${name}`);
+      if (a.hasAttribute("aria-current")) a.setAttribute("aria-current", "page");
+    }
+    const id = arg ? decodeURIComponent(arg) : null;
+    let mod = boardView;
+    if (name === "inbox") mod = inboxView;
+    else if (name === "task" && id) mod = taskView;
+    else if (name === "graph" && id) mod = await import("./views/graph.js");
+    else if (name === "runs") mod = await import("./views/runs.js");
+    if (ended) return;
+    document.title = `${name === "task" || name === "graph" ? `${id} · ` : ""}${name[0].toUpperCase()}${name.slice(1)} · Baton board`;
+    view.replaceChildren();
+    delete view.dataset.ready;
+    unmount = mod.mount(ctx, view, params, id);
+  };
+  window.addEventListener("hashchange", route);
+
+  session = {
+    stop() {
+      ended = true;
+      window.removeEventListener("hashchange", route);
+      unmount?.();
+      stream.stop();
+      client.dispose();
+    },
+  };
+  nav.hidden = false;
+  document.getElementById("nav-runs").hidden = !meta.runs;
+  signOutButton.hidden = false;
+  who.textContent = `${meta.viewer.handle} (${meta.viewer.kind.toLowerCase()})`;
+  countInbox();
+  await route();
+}
+
+signOutButton.addEventListener("click", () => signOut("You are signed out."));
+
+const saved = sessionStorage.getItem(TOKEN);
+if (saved) {
+  start(saved).catch((err) => signOut(err instanceof AuthError ? "Your saved token was not accepted any more. Sign in again." : problem(err)));
+} else {
+  signIn();
+}
