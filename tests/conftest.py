@@ -106,13 +106,13 @@ class LiveServer:
 
 
 def start_server(
-    env: dict[str, str], log: Path, *, inherit: bool = True
+    env: dict[str, str], log: Path, *, inherit: bool = True, args: tuple[str, ...] = ()
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    """Start `baton serve` and wait for /readyz; `inherit=False` uses `env` alone."""
+    """Start `baton serve [args]` and wait for /readyz; `inherit=False` uses `env` alone."""
     port = free_port()
     with log.open("wb") as out:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "baton.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "baton.cli", "serve", "--port", str(port), *args],
             env={**(os.environ if inherit else {}), "BATON_LOG_LEVEL": "warning", **env},
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -202,14 +202,16 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _deadline(settings: Settings) -> Any:
-    """`start()`: from now on, the process ends within `STOP_DEADLINE_SECONDS`."""
+def _deadline(settings: Settings, *, owns_database: bool = True) -> Any:
+    """`start()`: from now on, the process ends within `STOP_DEADLINE_SECONDS` (stopping the
+    embedded PostgreSQL first when this process started it)."""
     started = threading.Event()
 
     def expire() -> None:
         log.error("baton: still stopping after %gs; exiting now", STOP_DEADLINE_SECONDS)
         try:
-            _stop_embedded(settings)
+            if owns_database:
+                _stop_embedded(settings)
         finally:
             import os
 
@@ -226,6 +228,9 @@ def _deadline(settings: Settings) -> Any:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    if args.workers < 1:
+        print("baton: --workers: must be at least 1", file=sys.stderr)
+        return 2
     # The addresses first, before anything slow starts: one in use ends the command at once.
     try:
         sockets = [_bind(args.host, args.port, "--host/--port")]
@@ -238,39 +243,55 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     _say_database(settings)
     stop_by = _deadline(settings)
+    code = 0
     try:
         with _sigterm_exits():
-            import uvicorn
-
-            from baton.app import create_app
-
             url = asyncio.run(_prepared(settings))
-            app = create_app(replace(settings, database_url=url), run_migrations=False)
-            gc.set_threshold(*SERVER_GC_THRESHOLDS)
-            config = uvicorn.Config(
-                app,
-                log_level=settings.log_level,
-                # An access line per request costs more than a tenth of a small request's
-                # time; /metrics counts requests by path and status instead.
-                access_log=args.access_log,
-                loop="uvloop",
-                http="httptools",
-                ws="websockets-sansio",
-                ws_max_size=settings.max_body_bytes,
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-            )
-            server = _make_server(config, stop_by)
+            served = replace(settings, database_url=url)
             for sock in sockets:
                 host, port = sock.getsockname()[:2]
                 log.info("listening on http://%s:%d", host, port)
-            server.run(sockets=sockets)
+            if args.workers == 1:
+                _run_server(served, args, sockets, stop_by)
+            else:
+                from baton.workers import supervise
+
+                def worker() -> None:
+                    _run_server(served, args, sockets, _deadline(served, owns_database=False))
+
+                code = supervise(args.workers, worker, stop_by)
     except (_Stopped, KeyboardInterrupt):
         stop_by()
     finally:
         for sock in sockets:
             sock.close()
         _stop_embedded(settings)
-    return 0
+    return code
+
+
+def _run_server(
+    settings: Settings, args: argparse.Namespace, sockets: list[socket.socket], stop_by: Any
+) -> None:
+    """One server process on already bound sockets, until it is told to stop."""
+    import uvicorn
+
+    from baton.app import create_app
+
+    app = create_app(settings, run_migrations=False)
+    gc.set_threshold(*SERVER_GC_THRESHOLDS)
+    config = uvicorn.Config(
+        app,
+        log_level=settings.log_level,
+        # An access line per request costs more than a tenth of a small request's
+        # time; /metrics counts requests by path and status instead.
+        access_log=args.access_log,
+        loop="uvloop",
+        http="httptools",
+        ws="websockets-sansio",
+        ws_max_size=settings.max_body_bytes,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    _make_server(config, stop_by).run(sockets=sockets)
 
 
 # --- other commands ----------------------------------------------------------------------
@@ -428,6 +449,14 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
     serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="server processes sharing the address (default 1; each has its own pool of 16 "
+        "database connections, and its own /metrics)",
+    )
     serve.set_defaults(run=_serve)
 
     migrate = sub.add_parser(
