@@ -57,6 +57,8 @@ def test_every_value_is_parsed() -> None:
         ("BATON_TOKEN_CHECK_SECONDS", "1e9", "between"),
         ("BATON_METRICS_ADDRESS", "9100", "HOST:PORT"),
         ("BATON_METRICS_ADDRESS", "host:99999", "HOST:PORT"),
+        ("BATON_METRICS_ADDRESS", "host:" + "9" * 5000, "HOST:PORT"),
+        ("BATON_METRICS_ADDRESS", "host:\u0669\u0661\u0660\u0660", "HOST:PORT"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(variable: str, value: str, says: str) -> None:

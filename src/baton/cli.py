@@ -26,6 +26,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from baton.numbers import MAX_BIGINT, ascii_int
 from baton.settings import VARIABLES, ConfigError, ConfigErrors, Settings
 
 if TYPE_CHECKING:
@@ -392,19 +393,20 @@ def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
     from baton.access.tokens import revoke_token
 
     raw: str = args.id
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+    token_id = ascii_int(raw, MAX_BIGINT)
+    if token_id is None:
         print(
             f"baton: token id must be a number from `baton token list` (got {raw[:40]!r})",
             file=sys.stderr,
         )
         return 2
     _say_database(settings)
-    revoked = asyncio.run(_with_db(settings, lambda db: revoke_token(db, int(raw))))
+    revoked = asyncio.run(_with_db(settings, lambda db: revoke_token(db, token_id)))
     if revoked is None:
-        print(f"baton: no token with id {raw}", file=sys.stderr)
+        print(f"baton: no token with id {token_id}", file=sys.stderr)
         return 1
     print(
-        f"baton: token {raw} revoked at {revoked.astimezone():%Y-%m-%d %H:%M:%S %z}; "
+        f"baton: token {token_id} revoked at {revoked.astimezone():%Y-%m-%d %H:%M:%S %z}; "
         "servers refuse it within BATON_TOKEN_CHECK_SECONDS",
         file=sys.stderr,
     )

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from baton.numbers import ascii_int
+
 DEFAULT_DATA_DIR = ".baton"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 DATABASE_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
@@ -158,9 +160,10 @@ def text(name: str, raw: str) -> str:
 def address(name: str, raw: str) -> tuple[str, int]:
     host, sep, port = raw.strip().rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+    number = ascii_int(port, 65535)
+    if not sep or not host or number is None:
         raise ConfigError(name, f"must be HOST:PORT, e.g. 127.0.0.1:9100 (got {raw[:60]!r})")
-    return host, int(port)
+    return host, number
 
 
 def find_data_dir(start: Path) -> Path | None:

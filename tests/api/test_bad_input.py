@@ -164,6 +164,11 @@ HAND_OFF_CASES = [
     case("id with a space", "id", "a b"),
     case("id too long", "id", "a" * (ID_MAX + 1)),
     case("id empty", "id", ""),
+    # Python's `$` also matches before a final newline; the schema's (ECMA-262) does not.
+    case("id with a trailing newline", "id", "ok-id\n"),
+    case("id in Arabic-Indic digits", "id", "\u0661\u0662"),
+    case("project with a trailing newline", "project", "web\n"),
+    case("requester with a trailing newline", "requester", "alice/coder\n"),
     case("project with capitals", "project", "Web"),
     case("project with a leading dash", "project", "-web"),
     case("project too long", "project", "a" * 40),  # the pattern allows 1 + 38 characters
@@ -493,6 +498,10 @@ query Events($id: ID!, $first: Int!, $after: String) {
         (10, "-1"),
         (10, "9" * 20),
         (10, str(2**63)),
+        (10, "0" * 24 + "9" * 30),
+        (10, "9" * 5000),
+        (10, "\u0661"),
+        (10, "\u00b2"),
     ],
 )
 async def test_task_events_refuse_bad_page_sizes_and_cursors(

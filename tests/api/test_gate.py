@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -470,13 +471,34 @@ async def test_an_invalid_glob_is_invalid_input_and_adds_no_rule(
     assert await rules_of(service, owner(world.asg_owner)) == []
 
 
-@pytest.mark.parametrize("rule_id", ["abc", "-1", "1" * 30])
-async def test_a_rule_id_that_cannot_exist_is_invalid_input(
-    service: TaskService, world: World, rule_id: str
+def in_digits(zero: str) -> Callable[[str], str]:
+    """The rule's own id written with another script's digits (which `str.isdigit` accepts)."""
+    return lambda real: real.translate({ord("0") + i: chr(ord(zero) + i) for i in range(10)})
+
+
+NOT_RULE_IDS: dict[str, Callable[[str], str]] = {
+    "letters": lambda real: "abc",
+    "negative": lambda real: f"-{real}",
+    "30 digits": lambda real: "1" * 30,
+    "5,000 digits": lambda real: "9" * 5000,
+    "a superscript": lambda real: f"{real}\u00b2",
+    "empty": lambda real: "",
+    "with a trailing newline": lambda real: f"{real}\n",
+    "its own id in Arabic-Indic digits": in_digits("\u0660"),
+    "its own id in fullwidth digits": in_digits("\uff10"),
+}
+
+
+@pytest.mark.parametrize("spell", list(NOT_RULE_IDS.values()), ids=list(NOT_RULE_IDS))
+async def test_a_rule_id_that_is_not_ascii_digits_is_invalid_input_and_deletes_nothing(
+    service: TaskService, world: World, spell: Callable[[str], str]
 ) -> None:
-    outcome = await delete_rule(service, owner(world.asg_owner), rule_id)
+    mine = await set_rule(service, owner(world.asg_owner), decision="DENY")
+    assert mine["__typename"] == "GateRuleSuccess", mine
+    outcome = await delete_rule(service, owner(world.asg_owner), spell(mine["rule"]["id"]))
     assert outcome["__typename"] == "InvalidInputError", outcome
     assert outcome["field"] == "id"
+    assert await rules_of(service, owner(world.asg_owner)) == [mine["rule"]]
 
 
 # --- idempotent hand-off ---------------------------------------------------------------------

@@ -389,6 +389,19 @@ SWEEP = {
     "graph depth out of range": Hostile('{ taskGraph(ids: ["x"], depth: 100000) { unresolved } }'),
     "event cursor of 20 digits": Hostile(EVENTS_AFTER, {"after": "9" * 20}),
     "event cursor beyond bigint": pytest.param(Hostile(EVENTS_AFTER, {"after": "9" * 19})),
+    "event cursor beyond bigint after zeros": Hostile(EVENTS_AFTER, {"after": "0" * 24 + "9" * 30}),
+    "event cursor of 5,000 digits": Hostile(EVENTS_AFTER, {"after": "9" * 5000}),
+    "event cursor in Arabic-Indic digits": Hostile(EVENTS_AFTER, {"after": "\u0661\u0662"}),
+    "gate rule id a superscript": Hostile(
+        'mutation { deleteGateRule(input: {id: "\u00b2"}) { __typename } }'
+    ),
+    "gate rule id in Arabic-Indic digits": Hostile(
+        'mutation { deleteGateRule(input: {id: "\u0661"}) { __typename } }'
+    ),
+    "a filter list of 40,000 values": Hostile(TASKS_FILTER, {"f": {"states": ["routed"] * 40_000}}),
+    "taskGraph of 40,000 ids": Hostile(
+        "query($ids: [ID!]!) { taskGraph(ids: $ids) { truncated } }", {"ids": ["x"] * 40_000}
+    ),
     # wrong shapes and types
     "input as a list": Hostile(HAND_OFF, {"input": [VALID_HAND_OFF]}),
     "input missing": Hostile(HAND_OFF, {}),

@@ -205,3 +205,41 @@ async def test_without_a_cursor_a_subscriber_gets_only_what_commits_after_it_joi
             continue
     received += await ws.collect(2 * len(later) - 1)
     assert {e["taskEvents"]["taskId"] for e in received} <= later
+
+
+RUN_EVENTS_AFTER = "subscription($after: ID) { runEvents(after: $after) { id } }"
+TASK_EVENTS_AFTER = "subscription($after: ID) { taskEvents(after: $after) { id } }"
+NOT_CURSORS = {
+    "beyond bigint after leading zeros": "0" * 24 + "9" * 30,
+    "5,000 digits": "9" * 5000,
+    "an Arabic-Indic digit": "\u0661",
+    "a superscript two": "\u00b2",
+    "negative": "-1",
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("document", [TASK_EVENTS_AFTER, RUN_EVENTS_AFTER], ids=["task", "run"])
+@pytest.mark.parametrize("after", list(NOT_CURSORS.values()), ids=list(NOT_CURSORS))
+async def test_a_subscription_after_what_is_not_an_event_cursor_is_invalid_input(
+    world: World, ws_for: OpenWS, document: str, after: str
+) -> None:
+    ws = await ws_for(world.roles["requester"], PROTOCOLS[0])
+    await ws.subscribe(document, {"after": after})
+    with pytest.raises(SubscriptionError) as refused:
+        await ws.next()
+    errors = refused.value.args[0]
+    assert [e["extensions"]["code"] for e in errors] == ["invalid_input"]
+    assert errors[0]["message"].startswith("after:")
+
+
+async def test_a_cursor_with_leading_zeros_is_the_same_cursor(
+    world: World, ws_for: OpenWS, http_for: OpenHTTP
+) -> None:
+    requester = await http_for(world.roles["requester"])
+    handed = await hand_off(requester, world)
+    task_id, created_id = handed["task"]["id"], handed["events"][0]["id"]
+    ws = await ws_for(world.roles["requester"], PROTOCOLS[0])
+    padded = before(created_id).zfill(40)
+    await ws.subscribe(TASK_EVENTS, {"filter": {"taskIds": [task_id]}, "after": padded})
+    assert [e["taskEvents"]["id"] for e in await ws.collect(1)] == [created_id]

@@ -32,6 +32,7 @@ from baton.api.run_mutations import RUN_FIELDS
 from baton.api.types import GateRuleType, Task, TaskEvent
 from baton.engine.cost import list_size
 from baton.errors import InvalidInput
+from baton.numbers import MAX_BIGINT, ascii_int
 from baton.protocol.handoff import (
     AFTER_VERIFYING,
     HANDOFF,
@@ -185,9 +186,10 @@ async def save_checkpoint(info: Info[Context, None], input: SaveCheckpointInput)
 
 
 def _rule_id(raw: strawberry.ID) -> int:
-    if not str(raw).isdigit() or len(str(raw)) > 18:
+    rule_id = ascii_int(str(raw), MAX_BIGINT)
+    if rule_id is None:
         raise InvalidInput("id", "is not a gate rule id")
-    return int(raw)
+    return rule_id
 
 
 @strawberry.mutation(

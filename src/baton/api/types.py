@@ -17,6 +17,7 @@ from baton.api.enums import TaskEventKind
 from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.errors import InvalidInput
+from baton.numbers import MAX_BIGINT, ascii_int
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
@@ -275,13 +276,11 @@ async def _runs_of(context: Context, parents: Sequence[Task], first: int = 50) -
     return await runs_of(context, parents, first=first)
 
 
-MAX_EVENT_ID = 2**63 - 1  # bigint
-
-
 def parse_event_cursor(cursor: str) -> int:
-    if not (cursor.isascii() and cursor.isdigit()) or int(cursor[:20]) > MAX_EVENT_ID:
+    event_id = ascii_int(cursor, MAX_BIGINT)
+    if event_id is None:
         raise InvalidInput("after", "is not an event cursor")
-    return int(cursor)
+    return event_id
 
 
 @strawberry.type(description="One entry of a task's history.")

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from enum import StrEnum
 from functools import cache
 from importlib import resources
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError, best_match
 
 from baton.errors import InvalidInput
@@ -63,9 +63,34 @@ def _nullable(prop: Mapping[str, Any]) -> dict[str, Any]:
 PACKET_SCHEMA = _PROPS["packet"]
 RESULT_SCHEMA = _nullable(_PROPS["result"])
 CHECKPOINT_SCHEMA = _nullable(_PROPS["latest_checkpoint"])
-HANDLE_PATTERN = re.compile(_PROPS["requester"]["pattern"])
-PROJECT_PATTERN = re.compile(_PROPS["project"]["pattern"])
-OWNER_PATTERN = re.compile(PROJECT_PATTERN.pattern)  # an owner handle has the project's shape
+
+
+@cache
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    r"""A JSON Schema `pattern` with the meaning ECMA-262 gives it, which Python's `re` does
+    not: `$` is the end of the string (Python's also matches before a final newline, which let
+    `"id\n"` through) and `\d`, `\w`, `\s` are ASCII (Python's match any script's digits)."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            out.append(r"\Z")
+            continue
+        out.append(char)
+    return re.compile("".join(out), re.ASCII)
+
+
+HANDLE_PATTERN = ecma_pattern(_PROPS["requester"]["pattern"])
+PROJECT_PATTERN = ecma_pattern(_PROPS["project"]["pattern"])
+OWNER_PATTERN = PROJECT_PATTERN  # an owner handle has the project's shape
 # Owner names that would read like Baton's own actors in events (`actor: "admin"`, `"system"`),
 # and the empty name: no principal, requester, assignee or gate-rule owner may be called so.
 RESERVED_OWNERS = frozenset({"admin", "system", ""})
@@ -94,8 +119,19 @@ def _is_uri(value: object) -> bool:
     )
 
 
+def _pattern(
+    validator: Any, pattern: str, instance: object, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and not ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# The 2020-12 validator with `pattern` read as ECMA-262 reads it (the dialect JSON Schema names).
+_Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})  # type: ignore[no-untyped-call]
+
+
 @cache
-def _validator(name: str) -> Draft202012Validator:
+def _validator(name: str) -> Any:
     wholes = {
         "task": TASK_SCHEMA,
         "packet": PACKET_SCHEMA,
@@ -103,7 +139,7 @@ def _validator(name: str) -> Draft202012Validator:
         "checkpoint": CHECKPOINT_SCHEMA,
     }
     schema = wholes[name] if name in wholes else _PROPS[name.removeprefix("property:")]
-    return Draft202012Validator(schema, format_checker=_formats)
+    return _Validator(schema, format_checker=_formats)
 
 
 def camel(key: str) -> str:

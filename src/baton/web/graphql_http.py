@@ -25,6 +25,7 @@ from starlette.types import Message, Receive, Scope, Send
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
+from baton.numbers import ascii_int
 from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import graphiql_page
 
@@ -173,7 +174,7 @@ async def _read(headers: dict[bytes, bytes], receive: Receive, limit: int) -> by
     """The body, refused (413) as soon as it is known to be over `limit` bytes: by its
     Content-Length before reading any of it, else while it streams in."""
     declared = headers.get(b"content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+    if declared is not None and ascii_int(declared.decode("latin-1"), limit) is None:
         raise BadRequest(413, f"request body over {limit} bytes")
     chunks: list[bytes] = []
     size = 0
