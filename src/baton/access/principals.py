@@ -29,13 +29,24 @@ class Reach(StrEnum):
     OWNS = "owns"  # the agent's owner (not the agent), or admin
 
 
+@dataclass(frozen=True)
+class Role:
+    """Who fills a protocol role: those `reach` gives of one `side`'s agent. With `not_the`,
+    never that other side's agent itself, even when it is the same agent (a task an agent
+    handed to itself): an agent does not verify its own work."""
+
+    side: Side
+    reach: Reach
+    not_the: Side | None = None
+
+
 # Who fills each protocol role, as data: `may_act_as` and the store's SQL guards both read it.
-ROLES: dict[Actor, tuple[Side, Reach]] = {
-    Actor.GATE: (Side.ASSIGNEE, Reach.OWNS),
-    Actor.ASSIGNEE: (Side.ASSIGNEE, Reach.ACTS_FOR),
-    Actor.VERIFIER: (Side.REQUESTER, Reach.ACTS_FOR),
-    Actor.REQUESTER: (Side.REQUESTER, Reach.ACTS_FOR),
-    Actor.REQUESTER_OWNER: (Side.REQUESTER, Reach.OWNS),
+ROLES: dict[Actor, Role] = {
+    Actor.GATE: Role(Side.ASSIGNEE, Reach.OWNS),
+    Actor.ASSIGNEE: Role(Side.ASSIGNEE, Reach.ACTS_FOR),
+    Actor.VERIFIER: Role(Side.REQUESTER, Reach.ACTS_FOR, not_the=Side.ASSIGNEE),
+    Actor.REQUESTER: Role(Side.REQUESTER, Reach.ACTS_FOR),
+    Actor.REQUESTER_OWNER: Role(Side.REQUESTER, Reach.OWNS),
 }
 
 
@@ -90,9 +101,12 @@ class Principal:
 
     def may_act_as(self, actor: Actor, *, requester: str, assignee: str) -> bool:
         """Whether this principal fills the protocol role `actor` on a task."""
-        side, reach = ROLES[actor]
-        agent = requester if side is Side.REQUESTER else assignee
-        return self.acts_for(agent) if reach is Reach.ACTS_FOR else self.owns(agent)
+        role = ROLES[actor]
+        agents = {Side.REQUESTER: requester, Side.ASSIGNEE: assignee}
+        if role.not_the is not None and self.handle == agents[role.not_the]:
+            return False
+        agent = agents[role.side]
+        return self.acts_for(agent) if role.reach is Reach.ACTS_FOR else self.owns(agent)
 
     def sees(self, *, requester: str, assignee: str) -> bool:
         return self.acts_for(requester) or self.acts_for(assignee)

@@ -315,7 +315,13 @@ class TaskEvent:
     def to_state(self) -> TaskState | None:
         return self.record.to_state
 
-    @strawberry.field(description="The handle of the principal that made the change.")
+    @strawberry.field(
+        description="Who made the change: a principal's handle (`owner/agent`, `owner`, "
+        "`admin`), or `system` for the moves the server makes itself: the gate's decision "
+        "when a task is handed off (ROUTE, HOLD, REJECT by the owner's rules) and what a "
+        "passing result leads to (COMPLETE in AUTO mode, REQUEST_SIGN_OFF in SIGN_OFF). "
+        "`admin` and `system` are reserved: no owner has either name."
+    )
     def actor(self) -> str:
         return self.record.actor
 

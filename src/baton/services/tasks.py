@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from baton.access.gate import DECISION_MOVES, GateDecision, decide
-from baton.access.principals import Principal, PrincipalKind
+from baton.access.principals import SYSTEM, Principal, PrincipalKind
 from baton.errors import (
     DuplicateTask,
     Forbidden,
@@ -201,8 +201,9 @@ class TaskService(TaskReader):
                 return Outcome(existing, [])
             events = [created]
             if decision is not None:
+                # The gate's decision is the server's, made by the owner's rules: actor `system`.
                 gate = change_for(decision, MoveArgs(), by_server=True)
-                moved = await store.change(conn, task_id, gate, principal, expected_version=None)
+                moved = await store.change(conn, task_id, gate, SYSTEM, expected_version=None)
                 assert moved, "a task inserted in this transaction cannot race"
                 events.append(moved)
         return await self._committed(Outcome(events[-1].task, events))
@@ -274,8 +275,9 @@ class TaskService(TaskReader):
             if follow is None:
                 return [submitted]
             # The result's evidence passed the schema check: verification passes today.
+            # Made by the server, not by the submitter: recorded as actor `system`.
             then = change_for(follow, MoveArgs(), by_server=True)
-            followed = await store.change(conn, task_id, then, principal, expected_version=None)
+            followed = await store.change(conn, task_id, then, SYSTEM, expected_version=None)
             assert followed is not None, "the row is locked by this transaction"
             return [submitted, followed]
 

@@ -159,12 +159,16 @@ def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
     rule as `Principal.may_act_as`, from the same table (`ROLES`)."""
     if principal.kind is PrincipalKind.ADMIN:
         return "TRUE"
-    side, reach = ROLES[actor]
+    role = ROLES[actor]
     if principal.kind is PrincipalKind.OWNER:
-        return f"{table}.{side.value}_owner = {p(principal.handle)}"
-    if reach is Reach.OWNS:
+        return f"{table}.{role.side.value}_owner = {p(principal.handle)}"
+    if role.reach is Reach.OWNS:
         return "FALSE"  # an agent owns no one
-    return f"{table}.{side.value} = {p(principal.handle)}"
+    me = p(principal.handle)
+    sql = f"{table}.{role.side.value} = {me}"
+    if role.not_the is not None:
+        sql += f" AND {table}.{role.not_the.value} <> {me}"
+    return sql
 
 
 # --- reading ------------------------------------------------------------------------------
