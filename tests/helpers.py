@@ -17,10 +17,16 @@ from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
 from baton.metrics import DB_STATEMENTS
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.protocol.task_object import task_id_for
 from baton.services.runs import RunService
 from baton.services.tasks import HandOff, MoveArgs, TaskService
 from baton.store.db import Database
 from baton.store.records import TaskRecord
+
+
+def task_id_of(requester: str, client_id: str) -> str:
+    """The id of the task that `requester` (`owner/agent`) hands off with client id `client_id`."""
+    return task_id_for(requester.split("/", 1)[0], client_id)
 
 
 def packet(**overrides: Any) -> dict[str, Any]:

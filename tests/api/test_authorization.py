@@ -13,7 +13,7 @@ from baton.access.principals import ADMIN, Principal
 from baton.protocol.handoff import HANDOFF, MoveName, TaskState, WaitingOn
 from baton.services.tasks import HandOff, TaskService
 from baton.store.records import TaskRecord
-from tests.helpers import PACKET_INPUT, RESULT_INPUT, World, agent, execute, packet
+from tests.helpers import PACKET_INPUT, RESULT_INPUT, World, agent, execute, packet, task_id_of
 
 S = TaskState
 
@@ -234,9 +234,10 @@ async def test_only_the_requester_agent_its_owner_or_admin_hands_off_in_its_name
     service: TaskService, world: World, role: str
 ) -> None:
     principal = world.roles[role]
-    task_id = f"h{world.tag}-{role.replace('_', '-')}"
+    client_id = f"h{world.tag}-{role.replace('_', '-')}"
+    task_id = task_id_of(world.requester, client_id)
     handoff = {
-        "id": task_id,
+        "id": client_id,
         "project": world.project,
         "requester": world.requester,
         "assignee": world.assignee,

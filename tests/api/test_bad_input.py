@@ -20,7 +20,7 @@ from baton.protocol.handoff import TaskState
 from baton.protocol.task_object import CHECKPOINT_SCHEMA, PACKET_SCHEMA, RESULT_SCHEMA, TASK_SCHEMA
 from baton.services.tasks import TaskService
 from baton.store.records import TaskRecord
-from tests.helpers import PACKET_INPUT, RESULT_INPUT, World, agent, execute, execute_raw
+from tests.helpers import PACKET_INPUT, RESULT_INPUT, World, agent, execute, execute_raw, task_id_of
 
 # --- bounds, read from the schema ------------------------------------------------------------
 
@@ -182,11 +182,11 @@ HAND_OFF_CASES = [
 async def test_a_valid_hand_off_is_written_so_the_checks_below_can_see_a_write(
     service: TaskService, world: World
 ) -> None:
-    task_id = f"ok-{secrets.token_hex(4)}"
-    data = await execute(service, ADMIN, HAND_OFF, {"input": hand_off_input(world, task_id)})
+    client_id = f"ok-{secrets.token_hex(4)}"
+    data = await execute(service, ADMIN, HAND_OFF, {"input": hand_off_input(world, client_id)})
     assert data["handOff"]["__typename"] == "HandOffSuccess"
     assert await count_in(service, world.project) == 1
-    assert await task_by_id(service, task_id) is not None
+    assert await task_by_id(service, task_id_of(world.requester, client_id)) is not None
 
 
 @pytest.mark.parametrize(("path", "value", "field"), HAND_OFF_CASES)
@@ -203,7 +203,8 @@ async def test_hand_off_past_a_schema_bound_names_the_field_and_writes_nothing(
     assert outcome["field"] == field
     assert await count_in(service, world.project) == 0
     assert await count_in(service, given["project"]) == 0
-    assert await task_by_id(service, given["id"]) is None
+    owner = world.requester.split("/", 1)[0]
+    assert await task_by_id(service, f"{owner}_{given['id']}") is None
 
 
 PACKET_LITERAL = 'task: "t", acceptanceCriteria: ["a"]'

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from baton.access.principals import ADMIN, Principal
+from baton.protocol.task_object import ID_MAX_LENGTH as ID_MAX
 from baton.services.tasks import TaskService
-from tests.helpers import PACKET_INPUT, World, agent, execute, execute_raw, owner
+from tests.helpers import PACKET_INPUT, World, agent, execute, execute_raw, owner, task_id_of
 
 # --- GraphQL documents -----------------------------------------------------------------------
 
@@ -511,13 +512,14 @@ def client_id() -> str:
 async def test_a_repeated_hand_off_with_the_same_id_and_input_returns_the_task_unchanged(
     service: TaskService, world: World
 ) -> None:
-    task_id = client_id()
-    first = await hand_off(service, world, id=task_id)
+    given = client_id()
+    task_id = task_id_of(world.requester, given)
+    first = await hand_off(service, world, id=given)
     assert first["__typename"] == "HandOffSuccess"
     assert first["task"]["id"] == task_id
     assert len(first["events"]) == 2
 
-    again = await hand_off(service, world, id=task_id)
+    again = await hand_off(service, world, id=given)
 
     assert again == {**first, "events": []}
     assert len(event_log(await task_with_events(service, task_id))) == 2
@@ -526,12 +528,13 @@ async def test_a_repeated_hand_off_with_the_same_id_and_input_returns_the_task_u
 async def test_a_repeated_hand_off_after_the_task_moved_returns_it_as_it_is_now(
     service: TaskService, world: World
 ) -> None:
-    task_id = client_id()
+    given = client_id()
+    task_id = task_id_of(world.requester, given)
     await add_rule(service, world, decision="ALLOW")
-    await hand_off(service, world, id=task_id)
+    await hand_off(service, world, id=given)
     accepted = await move(service, agent(world.assignee), "acceptTask", task_id)
 
-    again = await hand_off(service, world, id=task_id)
+    again = await hand_off(service, world, id=given)
 
     assert again["task"] == accepted["task"]
     assert again["events"] == []
@@ -551,14 +554,15 @@ async def test_a_repeated_hand_off_after_the_task_moved_returns_it_as_it_is_now(
 async def test_the_same_id_with_different_input_is_a_duplicate_and_changes_nothing(
     service: TaskService, world: World, change: dict[str, Any]
 ) -> None:
-    task_id = client_id()
-    first = await hand_off(service, world, id=task_id)
+    given = client_id()
+    task_id = task_id_of(world.requester, given)
+    first = await hand_off(service, world, id=given)
     change = {
         k: v.format(asg=world.asg_owner, tag=world.tag) if isinstance(v, str) else v
         for k, v in change.items()
     }
 
-    again = await hand_off(service, world, id=task_id, **change)
+    again = await hand_off(service, world, id=given, **change)
 
     assert again["__typename"] == "DuplicateTaskError", again
     assert again["code"] == "duplicate"
@@ -572,10 +576,11 @@ async def test_the_same_id_with_different_input_is_a_duplicate_and_changes_nothi
 async def test_concurrent_identical_hand_offs_with_one_id_create_one_task(
     service: TaskService, world: World
 ) -> None:
-    task_id = client_id()
+    given = client_id()
+    task_id = task_id_of(world.requester, given)
     await add_rule(service, world, decision="ALLOW")
 
-    outcomes = await asyncio.gather(*(hand_off(service, world, id=task_id) for _ in range(5)))
+    outcomes = await asyncio.gather(*(hand_off(service, world, id=given) for _ in range(5)))
 
     assert {o["__typename"] for o in outcomes} == {"HandOffSuccess"}
     assert {o["task"]["id"] for o in outcomes} == {task_id}
@@ -586,3 +591,56 @@ async def test_concurrent_identical_hand_offs_with_one_id_create_one_task(
     assert [e["move"] for e in appended[0]] == [None, "ROUTE"]
     log = event_log(await task_with_events(service, task_id))
     assert [e["kind"] for e in log] == ["created", "moved"]
+
+
+# --- client ids are scoped to the requester's owner ------------------------------------------
+
+
+async def test_two_owners_hand_off_with_the_same_client_id_and_get_two_tasks(
+    service: TaskService, world: World
+) -> None:
+    other = World(service)
+    given = client_id()
+
+    mine = await hand_off(service, world, id=given)
+    theirs = await hand_off(service, other, id=given)
+
+    assert mine["__typename"] == theirs["__typename"] == "HandOffSuccess", (mine, theirs)
+    assert mine["task"]["id"] == f"{world.req_owner}_{given}"
+    assert theirs["task"]["id"] == f"{other.req_owner}_{given}"
+    assert len(theirs["events"]) == 2
+
+
+@pytest.mark.parametrize("probe", ["client id", "task id"])
+async def test_another_owners_id_tells_nothing_and_claims_nothing(
+    service: TaskService, world: World, probe: str
+) -> None:
+    given = client_id()
+    victim = await hand_off(service, world, id=given)
+    prober = World(service)
+    spelled = given if probe == "client id" else victim["task"]["id"]
+
+    # Different input than the victim's: a shared id space would answer DuplicateTaskError.
+    outcome = await hand_off(service, prober, id=spelled, packet={"task": "Something else"})
+
+    assert outcome["__typename"] == "HandOffSuccess", outcome
+    assert outcome["task"]["id"] == f"{prober.req_owner}_{spelled}"
+    still = await task_with_events(service, victim["task"]["id"])
+    assert still["packet"]["task"] == PACKET_INPUT["task"]
+    assert len(event_log(still)) == len(victim["events"])
+    # And the victim's later idempotent hand-off still finds its own task.
+    assert await hand_off(service, world, id=given) == {**victim, "events": []}
+
+
+async def test_a_client_id_that_does_not_fit_beside_the_owner_is_invalid_input(
+    service: TaskService, world: World
+) -> None:
+    room = ID_MAX - len(world.req_owner) - 1
+    fits = await hand_off(service, world, id="x" * room)
+    too_long = await hand_off(service, world, id="y" * (room + 1))
+
+    assert fits["__typename"] == "HandOffSuccess", fits
+    assert len(fits["task"]["id"]) == ID_MAX
+    assert too_long["__typename"] == "InvalidInputError", too_long
+    assert too_long["field"] == "id"
+    assert f"at most {room} characters" in too_long["message"]

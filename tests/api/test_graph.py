@@ -6,7 +6,7 @@ from typing import Any
 
 from baton.services.graphs import find_cycles
 from baton.services.tasks import HandOff, TaskService
-from tests.helpers import World, agent, counting_statements, execute, packet
+from tests.helpers import World, agent, counting_statements, execute, packet, task_id_of
 
 GRAPH = """
 query($ids: [ID!]!, $direction: GraphDirection!, $depth: Int!) {
@@ -27,17 +27,22 @@ async def chain(
         await service.hand_off(
             agent(world.requester),
             HandOff(
-                id=f"{world.tag}-{task_id}",
+                id=task_id,
                 project=world.project,
                 requester=world.requester,
                 assignee=world.assignee,
-                packet=packet(depends_on=[f"{world.tag}-{d}" for d in deps.get(task_id, [])]),
+                packet=packet(depends_on=[full(world, d) for d in deps.get(task_id, [])]),
             ),
         )
 
 
+def full(world: World, name: str) -> str:
+    """The id of the task the world's requester handed off as `name`."""
+    return task_id_of(world.requester, name)
+
+
 def short(world: World, ids: list[str]) -> list[str]:
-    return [i.removeprefix(f"{world.tag}-") for i in ids]
+    return [i.removeprefix(f"{world.req_owner}_") for i in ids]
 
 
 async def graph(
@@ -47,7 +52,7 @@ async def graph(
         service,
         world.roles["requester"],
         GRAPH,
-        {"ids": [f"{world.tag}-{i}" for i in ids], "direction": direction, "depth": depth},
+        {"ids": [full(world, i) for i in ids], "direction": direction, "depth": depth},
     )
     return data["taskGraph"]  # type: ignore[no-any-return]
 
@@ -76,7 +81,7 @@ async def test_downstream_follows_dependents(service: TaskService, world: World)
     assert sorted(short(world, [n["id"] for n in down["nodes"]])) == ["a", "b", "c"]
     both = await graph(service, world, ["b"], "BOTH", 1)
     assert sorted(short(world, [n["id"] for n in both["nodes"]])) == ["a", "b", "c"]
-    node_b = next(n for n in both["nodes"] if n["id"].endswith("-b"))
+    node_b = next(n for n in both["nodes"] if n["id"] == full(world, "b"))
     assert short(world, [d["id"] for d in node_b["dependencies"]]) == ["c"]
     assert short(world, [d["id"] for d in node_b["dependents"]]) == ["a"]
 
@@ -87,7 +92,7 @@ async def test_cycles_and_unresolved_entries_are_reported(
     await chain(world, service, ["x", "y", "z"], {"x": ["y"], "y": ["z"], "z": ["x", "ghost"]})
     result = await graph(service, world, ["x"], "UPSTREAM", 10)
     assert [short(world, c) for c in result["cycles"]] == [["x", "y", "z"]]
-    assert result["unresolved"] == [f"{world.tag}-ghost"]
+    assert result["unresolved"] == [full(world, "ghost")]
 
 
 async def test_tasks_the_caller_cannot_see_are_unresolved(
@@ -98,16 +103,16 @@ async def test_tasks_the_caller_cannot_see_are_unresolved(
     await service.hand_off(
         agent(world.requester),
         HandOff(
-            id=f"{world.tag}-seen",
+            id="seen",
             project=world.project,
             requester=world.requester,
             assignee=world.assignee,
-            packet=packet(depends_on=[f"{other.tag}-hidden"]),
+            packet=packet(depends_on=[full(other, "hidden")]),
         ),
     )
     result = await graph(service, world, ["seen"], "UPSTREAM", 5)
     assert short(world, [n["id"] for n in result["nodes"]]) == ["seen"]
-    assert result["unresolved"] == [f"{other.tag}-hidden"]
+    assert result["unresolved"] == [full(other, "hidden")]
 
 
 async def test_a_graph_costs_a_bounded_number_of_queries_not_one_per_node(

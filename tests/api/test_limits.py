@@ -116,7 +116,7 @@ async def test_a_mutation_at_the_depth_limit_runs(
     task_id = f"depth-{secrets.token_hex(4)}"
     body = await graphql(client, admin, hand_off_of_depth(MAX_DEPTH, task_id))
     assert "errors" not in body, body
-    assert await task_exists(client, admin, task_id)
+    assert await task_exists(client, admin, f"lim_{task_id}")
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 40])
@@ -127,7 +127,7 @@ async def test_a_mutation_past_the_depth_limit_is_refused_and_writes_nothing(
     body = await graphql(client, admin, hand_off_of_depth(depth, task_id))
     assert_refused(body)
     assert "depth" in body["errors"][0]["message"]
-    assert not await task_exists(client, admin, task_id)
+    assert not await task_exists(client, admin, f"lim_{task_id}")
 
 
 async def test_a_query_past_the_depth_limit_is_refused(

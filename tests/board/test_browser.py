@@ -231,14 +231,15 @@ async def test_the_graph_of_a_three_task_cycle_highlights_it(
 ) -> None:
     requester = await team.agent(f"{team.owner}/r")
     assignee = await team.agent(f"{team.owner}/a")
-    a, b, c, d = (f"{team.owner}-{x}" for x in "abcd")
+    # Client ids are scoped to the requester's owner: `x` handed off by `owner/r` is `owner_x`.
+    a, b, c, d = (f"{team.owner}_{x}" for x in "abcd")
     for me, deps in ((a, [c]), (b, [a]), (c, [b]), (d, [a, "the design doc"])):
         await hand_off(
             requester,
             team.project,
             f"{team.owner}/r",
             f"{team.owner}/a",
-            id=me,
+            id=me[-1],
             title=f"Part {me[-1]}",
             depends_on=deps,
         )

@@ -181,7 +181,7 @@ async def test_graph_of_five_hundred_tasks(
 ) -> None:
     """A binary tree of dependents under one root, each task also depending on a second,
     earlier one: 500 nodes, 9 levels, 830 edges."""
-    name = f"{team.owner}-g"
+    name = f"{team.owner}_g"  # client id `g<i>` handed off by an agent of the owner
 
     def deps(i: int) -> list[str]:
         if i == 0:
@@ -189,7 +189,7 @@ async def test_graph_of_five_hundred_tasks(
         parent, other = (i - 1) // 2, (i - 1) // 3
         return [f"{name}{parent}"] + ([f"{name}{other}"] if other != parent else [])
 
-    await seed(service, team.owner, 500, ids=lambda i: f"{name}{i}", deps=deps)
+    await seed(service, team.owner, 500, ids=lambda i: f"g{i}", deps=deps)
     await sign_in(page, live_server.url, team.owner_token, f"#/graph/{name}0?depth=12")
     await expect(page.locator("#graph a[data-task-id]")).to_have_count(500)
     measures: dict[str, float] = await page.evaluate(

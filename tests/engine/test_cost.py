@@ -19,15 +19,24 @@ from baton.engine.cost import LIST_SIZE, ListSize
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.plans import DEFINITION
 from baton.services.tasks import HandOff, TaskService
-from tests.helpers import World, agent, counting_statements, execute, execute_raw, packet
+from tests.helpers import (
+    World,
+    agent,
+    counting_statements,
+    execute,
+    execute_raw,
+    packet,
+    task_id_of,
+)
 
 BUDGET = DEFAULT_LIMITS.max_cost
 
 
 async def clique(service: TaskService, world: World, size: int) -> list[str]:
     """`size` tasks that each depend on all the others."""
-    ids = [f"{world.tag}-c{i}" for i in range(size)]
-    for task_id in ids:
+    names = [f"c{i}" for i in range(size)]
+    ids = [task_id_of(world.requester, name) for name in names]
+    for name, task_id in zip(names, ids, strict=True):
         await service.hand_off(
             agent(world.requester),
             HandOff(
@@ -35,7 +44,7 @@ async def clique(service: TaskService, world: World, size: int) -> list[str]:
                 world.requester,
                 world.assignee,
                 packet(depends_on=[i for i in ids if i != task_id]),
-                id=task_id,
+                id=name,
             ),
         )
     return ids

@@ -24,7 +24,7 @@ from baton.api.schema import schema
 from baton.engine.errors import formatted
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.services.tasks import HandOff, TaskService
-from tests.helpers import ENGINE, World, agent, context, execute_raw, packet
+from tests.helpers import ENGINE, World, agent, context, execute_raw, packet, task_id_of
 
 ErrorKey = tuple[str, tuple[str | int, ...], str]
 
@@ -78,14 +78,14 @@ async def assert_same(
 async def graph(service: TaskService) -> World:
     """Tasks in many states, with dependencies (a cycle among them), a result and a checkpoint."""
     world = World(service)
-    ids = {name: f"{world.tag}-{name}" for name in ("a", "b", "c", "d", "e")}
+    ids = {name: task_id_of(world.requester, name) for name in ("a", "b", "c", "d", "e")}
     deps = {"a": ["b", "c"], "b": ["c"], "c": ["a", "missing"], "d": [], "e": ["d"]}
     for name in ("d", "e", "c", "b", "a"):
         await world.decide(None)
         await service.hand_off(
             agent(world.requester),
             HandOff(
-                id=ids[name],
+                id=name,
                 project=world.project,
                 requester=world.requester,
                 assignee=world.assignee,
@@ -155,7 +155,8 @@ async def test_documents_answer_as_graphql_core_does(
 
 
 async def test_task_graph_answers_as_graphql_core_does(service: TaskService, graph: World) -> None:
-    query = f"""{{ taskGraph(ids: ["{graph.tag}-a", "{graph.tag}-e", "unknown"], depth: 3) {{
+    a, e = (task_id_of(graph.requester, name) for name in "ae")
+    query = f"""{{ taskGraph(ids: ["{a}", "{e}", "unknown"], depth: 3) {{
         nodes {{ id state dependencies {{ id }} }} edges {{ from to }} cycles unresolved }} }}"""
     data = await assert_same(service, graph.roles["requester_owner"], query)
     assert data is not None and data["taskGraph"]["cycles"]
@@ -163,9 +164,11 @@ async def test_task_graph_answers_as_graphql_core_does(service: TaskService, gra
 
 async def test_a_task_by_id_and_through_a_variable(service: TaskService, graph: World) -> None:
     query = f"""query($id: ID!) {{ a: task(id: $id) {{ {TASK_FIELDS} }}
-        b: task(id: "{graph.tag}-b") {{ id }} }}"""
-    data = await assert_same(service, graph.roles["assignee"], query, {"id": f"{graph.tag}-a"})
-    assert data is not None and data["a"]["id"] == f"{graph.tag}-a"
+        b: task(id: "{graph.req_owner}_b") {{ id }} }}"""
+    data = await assert_same(
+        service, graph.roles["assignee"], query, {"id": f"{graph.req_owner}_a"}
+    )
+    assert data is not None and data["a"]["id"] == f"{graph.req_owner}_a"
 
 
 MUTATION = """

@@ -57,9 +57,12 @@ class InvalidInputError(Error):
     field: str = strawberry.field(description="The offending input field, e.g. `packet.files[3]`.")
 
 
-@strawberry.type(description="A task with this id exists with different input.")
+@strawberry.type(
+    description="The requester's owner already has a task with this client id, handed off with "
+    "different input."
+)
 class DuplicateTaskError(Error):
-    id: str
+    id: str = strawberry.field(description="The existing task's id (`owner_clientId`).")
 
 
 AnyError = (

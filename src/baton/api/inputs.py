@@ -91,8 +91,13 @@ class HandOffInput:
     verification: Verification = Verification.AUTO
     id: strawberry.ID | None = strawberry.field(
         default=None,
-        description="Optional client id; makes handOff idempotent (same id and input: the "
-        "existing task, no new events; different input: DuplicateTaskError).",
+        description="Optional client id, scoped to the requester's owner: the task's id is "
+        '`<owner>_<id>` (e.g. `alice_build-42` for `id: "build-42"` with requester '
+        "`alice/coder`), which a client can compute in advance to name it in another task's "
+        "`dependsOn`. Within that owner it is the idempotency key: the same id and input "
+        "return the existing task with no new events; different input is DuplicateTaskError. "
+        "Other owners' ids neither collide with it nor can be probed with it. It matches "
+        "`^[A-Za-z0-9_-]+$` and, with the prefix, fits the task id's 64 characters.",
     )
 
 

@@ -187,7 +187,14 @@ class RunEventEntry:
         """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
         return ("RunEvent", self.record.id)
 
-    @strawberry.field(description="A cursor: strictly increasing in commit order.")
+    @strawberry.field(
+        description="A cursor: a decimal integer, strictly increasing in commit order across "
+        "the whole server (one sequence for every owner's run events). Gaps between your "
+        "own events therefore show how many events the server committed in between: its "
+        "overall activity, never whose, what or on which run. Baton accepts that, as any "
+        "shared sequence does; a deployment whose tenants must not learn each other's volume "
+        "runs one server (database) per tenant."
+    )
     def id(self) -> strawberry.ID:
         return strawberry.ID(str(self.record.id))
 

@@ -167,7 +167,11 @@ class Task:
         """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
         return ("Task", self.record.id, self.record.version)
 
-    @strawberry.field
+    @strawberry.field(
+        description="Unique across the server and what `task(id:)` takes. A task handed off "
+        "without an id gets one the server makes (`t` and 28 hex digits); one handed off with "
+        "a client id `x` by an agent of owner `alice` is `alice_x` (see `HandOffInput.id`)."
+    )
     def id(self) -> strawberry.ID:
         return strawberry.ID(self.record.id)
 
@@ -291,7 +295,14 @@ class TaskEvent:
         """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
         return ("TaskEvent", self.record.id)
 
-    @strawberry.field(description="A cursor: strictly increasing in commit order.")
+    @strawberry.field(
+        description="A cursor: a decimal integer, strictly increasing in commit order across "
+        "the whole server (one sequence for every owner's task events). Gaps between your "
+        "own events therefore show how many events the server committed in between: its "
+        "overall activity, never whose, what or on which task. Baton accepts that, as any "
+        "shared sequence does; a deployment whose tenants must not learn each other's volume "
+        "runs one server (database) per tenant."
+    )
     def id(self) -> strawberry.ID:
         return strawberry.ID(str(self.record.id))
 

@@ -198,6 +198,30 @@ def check_task_id(value: str, field: str = "id") -> None:
     check_property("id", value, field)
 
 
+ID_MAX_LENGTH: int = _PROPS["id"]["maxLength"]
+# Separates the owner from a client-supplied id. Owner handles never contain it, and the ids the
+# server makes never do either, so the owner is always the text before the first one.
+ID_SCOPE = "_"
+
+
+def task_id_for(owner: str, client_id: str, field: str = "id") -> str:
+    """The task id of a client-supplied id, scoped to the requester's owner: `owner_clientId`.
+
+    Within one owner a client id stays the idempotency key; across owners the same client id
+    names different tasks, so a hand-off can neither find out whether another owner used an id
+    nor claim one in advance. The result still matches the task object's id pattern.
+    """
+    check_task_id(client_id, field)
+    room = ID_MAX_LENGTH - len(owner) - len(ID_SCOPE)
+    if len(client_id) > room:
+        raise InvalidInput(
+            field,
+            f"must be at most {room} characters for owner {owner!r} (the task id is "
+            f"'{owner}{ID_SCOPE}<id>', at most {ID_MAX_LENGTH} characters)",
+        )
+    return f"{owner}{ID_SCOPE}{client_id}"
+
+
 def check_property(name: str, value: object, field: str) -> None:
     """Check one top-level property of the task object against its schema."""
     error = best_match(_validator(f"property:{name}").iter_errors(value))

@@ -90,7 +90,8 @@ def _now_iso() -> str:
 
 
 def _new_id() -> str:
-    # Time-ordered and unique: 12 hex digits of milliseconds, then 64 random bits.
+    # Time-ordered and unique: 12 hex digits of milliseconds, then 64 random bits. No `_`, so
+    # never the id of a client-supplied one (see task_object.task_id_for).
     return f"t{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
@@ -170,15 +171,14 @@ class TaskService(TaskReader):
     # --- handing off ----------------------------------------------------------------------
 
     async def hand_off(self, principal: Principal, h: HandOff) -> Outcome:
-        if h.id is not None:
-            task_object.check_task_id(h.id)
         task_object.check_project(h.project)
         task_object.check_handle(h.requester, "requester")
         task_object.check_handle(h.assignee, "assignee")
+        owner = h.requester.split("/", 1)[0]
+        task_id = _new_id() if h.id is None else task_object.task_id_for(owner, h.id)
         task_object.check("packet", h.packet, "packet")
         if not principal.acts_for(h.requester):
             raise Forbidden("only the requester agent or its owner may hand off in its name")
-        task_id = h.id or _new_id()
         digest = _digest(h)
         new = store.NewTask(
             id=task_id,
