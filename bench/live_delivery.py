@@ -1,6 +1,6 @@
 """Live delivery benchmark: how fast and how completely `taskEvents` reaches N subscribers.
 
-    .venv/bin/python -m bench.live_delivery [--subscribers 1,100,1000,5000] [--events 200]
+    .venv/bin/python -m bench.live_delivery [--subscribers 1,100,1000,10000] [--events 200]
 
 For each subscriber level: a fresh `baton serve` process; N WebSocket subscribers in worker
 processes, all on one project; a steady stream of moves over HTTP; latency = receive time at a
@@ -38,7 +38,7 @@ from baton.store.db import Database
 from .server import Server, bench_database, raise_open_files_limit, start_server, stop_server
 from .subscribers import WorkerResult, WorkerSpec, run_worker
 
-DEFAULT_LEVELS = "1,100,1000,5000"
+DEFAULT_LEVELS = "1,100,1000,10000"
 WORKER_TIMEOUT = 180.0
 GROWTH_NOTE_BYTES = 20 * 2**20
 
