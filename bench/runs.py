@@ -221,7 +221,10 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"bench.runs: database {where}", file=sys.stderr)
         await migrate.upgrade_url(url)
         logs = Path(tempfile.mkdtemp(prefix="baton-bench-runs-"))
-        server = start_server(url, logs / "serve.log")
+        # The daemons here claim and never heartbeat: with the default 60 s lease, runs claimed
+        # early in a slow drain would expire and (rightly) be claimed again, which this bench
+        # counts as duplicates. Lease expiry has its own tests.
+        server = start_server(url, logs / "serve.log", env={"BATON_RUN_LEASE_SECONDS": "3600"})
         try:
             claims = []
             for daemons in args.daemons:

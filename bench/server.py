@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -104,10 +104,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(database_url: str, log: Path) -> Server:
-    """`baton serve` on `database_url`, with the open-files limit raised; waits for /readyz."""
+def start_server(database_url: str, log: Path, env: Mapping[str, str] | None = None) -> Server:
+    """`baton serve` on `database_url` (and `env` on top of ours), with the open-files limit
+    raised; waits for /readyz."""
     port = _free_port()
-    env = {**os.environ, "BATON_DATABASE_URL": database_url, "BATON_LOG_LEVEL": "warning"}
+    env = {
+        **os.environ,
+        "BATON_DATABASE_URL": database_url,
+        "BATON_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
     with log.open("wb") as out:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "baton.cli", "serve", "--port", str(port)],
