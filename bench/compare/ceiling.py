@@ -12,6 +12,7 @@ are looked up in a table given at start, as for PostGraphile.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -42,6 +43,7 @@ from .workloads import STORED_PACKET, Values, value_at
 
 Handler = Callable[[Database, Principal, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 POOL_SIZE = 16  # as each `baton serve` process
+ACQUIRE_TIMEOUT = 30.0
 
 
 class Refused(Exception):
@@ -225,7 +227,9 @@ def app(database_url: str, tokens: dict[str, Principal], extra: dict[str, Any]) 
         return answer
 
     async def lifespan(_: Starlette) -> Any:
-        state["db"] = await Database.connect(database_url, min_size=2, max_size=POOL_SIZE)
+        state["db"] = await Database.connect(
+            database_url, min_size=2, max_size=POOL_SIZE, acquire_timeout=ACQUIRE_TIMEOUT
+        )
         yield
         await state["db"].close()
 
@@ -253,11 +257,17 @@ async def drive(
     Talks to the parent over stdin/stdout, so that its pool's connections (and their
     PostgreSQL backends) live through the parent's CPU snapshots: prints `warm` and waits for
     a line, runs, prints the counts as JSON and waits for a line before closing."""
-    db = await Database.connect(database_url, min_size=concurrency, max_size=POOL_SIZE)
+    size = min(concurrency, POOL_SIZE)
+    # W5 holds three connections at once: 32 loops wait for the pool, which is no error.
+    db = await Database.connect(
+        database_url, min_size=size, max_size=POOL_SIZE, acquire_timeout=ACQUIRE_TIMEOUT
+    )
     try:
         await _loops(db, handler, who, values, extra, concurrency, warmup)
         print("warm", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
+        if values.kind == "unique":  # not the warm-up's ids again
+            values = dataclasses.replace(values, prefix=f"{values.prefix}m")
         result = await _loops(db, handler, who, values, extra, concurrency, seconds)
         print(json.dumps(result), flush=True)
         await asyncio.to_thread(sys.stdin.readline)

@@ -108,9 +108,9 @@ class Bench:
             "packet": STORED_PACKET,
         }
 
-    def workload(self, name: str) -> Workload:
+    def workload(self, name: str, *, warm: bool = False) -> Workload:
         self.measurement += 1
-        return workloads(self.world, self.measurement)[name]
+        return workloads(self.world, self.measurement, warm=warm)[name]
 
     # --- targets ------------------------------------------------------------------------------
 
@@ -156,47 +156,46 @@ class Bench:
 
     async def measure(self, repetition: int, name: str, concurrency: int, target: str) -> Row:
         if name in ("W3", "W6"):
+            await asyncio.sleep(1)  # the previous run's last requests may still be committing
             async with _connection(self.url) as conn:
                 await reset_pools(conn, self.world)
-        seconds, warmup = self.options.duration, self.options.warmup
         if target == "asyncpg":
             return await self._measure_client(repetition, name, concurrency)
-        workload = self.workload(name)
-        url = self.endpoint(target, workload)
-        lua = wrk.script(
-            workload.body(target), self.token(workload), workload.values, workload.expect
-        )
         pid = self.servers.processes[target].pid
-        await asyncio.to_thread(
-            wrk.run, self.wrk_path, url, lua, self.folder, concurrency=concurrency, seconds=warmup
-        )
-        # The measured run starts its values again: fresh W4 ids, the pools put back.
-        if name in ("W3", "W6"):
-            async with _connection(self.url) as conn:
-                await reset_pools(conn, self.world)
-        workload = self.workload(name)
-        lua = wrk.script(
-            workload.body(target), self.token(workload), workload.values, workload.expect
-        )
-        cpu, pg = tree_cpu(pid), self._pg_cpu()
-        result = await asyncio.to_thread(
-            wrk.run, self.wrk_path, url, lua, self.folder, concurrency=concurrency, seconds=seconds
-        )
-        server_cpu, pg_cpu = cpu_between(cpu, tree_cpu(pid)), _minus(self._pg_cpu(), pg)
-        return Row(
-            repetition,
-            name,
-            concurrency,
-            target,
-            result.requests,
-            result.seconds,
-            result.p50_ms,
-            result.p99_ms,
-            server_cpu,
-            pg_cpu,
-            result.errors,
-            result.sample,
-        )
+        rows = []
+        for warm in (True, False):
+            workload = self.workload(name, warm=warm)
+            url = self.endpoint(target, workload)
+            body, token = workload.body(target), self.token(workload)
+            lua = wrk.script(body, token, workload.values, workload.expect)
+            cpu, pg = tree_cpu(pid), self._pg_cpu()
+            result = await asyncio.to_thread(
+                wrk.run,
+                self.wrk_path,
+                url,
+                lua,
+                self.folder,
+                concurrency=concurrency,
+                seconds=self.options.warmup if warm else self.options.duration,
+            )
+            server_cpu, pg_cpu = cpu_between(cpu, tree_cpu(pid)), _minus(self._pg_cpu(), pg)
+            rows.append(
+                Row(
+                    repetition,
+                    name,
+                    concurrency,
+                    target,
+                    result.requests,
+                    result.seconds,
+                    result.p50_ms,
+                    result.p99_ms,
+                    server_cpu,
+                    pg_cpu,
+                    result.errors,
+                    result.sample,
+                )
+            )
+        return rows[-1]
 
     async def _measure_client(self, repetition: int, name: str, concurrency: int) -> Row:
         workload = self.workload(name)
@@ -274,10 +273,11 @@ UNION ALL SELECT o, '*/*', 'docs-*', '{doc}'::text[], 'ALLOW', 5 FROM unnest($1:
 
 async def prepare(options: Options, url: str, folder: Path, wrk_path: str) -> Bench:
     await migrate.upgrade_url(url)
-    pool = int(WRITE_RATE_CAP * max(options.duration, options.warmup))
+    warm_pool = int(WRITE_RATE_CAP * options.warmup)
+    pool = warm_pool + int(WRITE_RATE_CAP * options.duration)
     async with _connection(url) as conn:
         started = time.monotonic()
-        world = await seed(conn, options.tasks, pool)
+        world = await seed(conn, options.tasks, pool, warm_pool)
         elapsed = time.monotonic() - started
         await conn.execute(GATE_RULES, world.owners)
         events = await conn.fetchval("SELECT count(*) FROM task_events")
@@ -354,8 +354,8 @@ async def check(bench: Bench) -> list[str]:
                 text = str(answer)
                 if "errors" in answer or workload.expect.strip('"') not in text:
                     problems.append(f"{name} on {target}: {text[:400]}")
-        async with _connection(bench.url) as conn:
-            await reset_pools(conn, bench.world)
+                async with _connection(bench.url) as conn:  # the next target, the same ids
+                    await reset_pools(conn, bench.world)
     return problems
 
 

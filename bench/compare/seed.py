@@ -56,6 +56,7 @@ class Seeded:
     tasks: int
     pool: int  # routed tasks for W3, and as many claimed runs for W6
     owners: list[str] = field(default_factory=list)
+    warm_pool: int = 0  # the first ones, for warm-ups
 
     def owner(self, i: int = 0) -> str:
         return self.owners[i]
@@ -250,10 +251,13 @@ _LEASES = """
 """
 
 
-async def seed(conn: asyncpg.Connection, tasks: int, pool: int, tag: str | None = None) -> Seeded:
-    """Write `tasks` tasks with their events, `pool` routed tasks and `pool` claimed runs."""
+async def seed(
+    conn: asyncpg.Connection, tasks: int, pool: int, warm_pool: int = 0, tag: str | None = None
+) -> Seeded:
+    """Write `tasks` tasks with their events, `pool` routed tasks and `pool` claimed runs (the
+    first `warm_pool` of each for warm-ups)."""
     tag = tag or secrets.token_hex(2)
-    world = Seeded(tag, tasks, pool, [f"o{i}-{tag}" for i in range(OWNERS)])
+    world = Seeded(tag, tasks, pool, [f"o{i}-{tag}" for i in range(OWNERS)], warm_pool)
     async with conn.transaction():
         await conn.execute("SET LOCAL session_replication_role = replica")
         await conn.execute(

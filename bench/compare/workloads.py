@@ -87,12 +87,17 @@ TASK_FIELDS = "id state assignee packet { task } updatedAt"
 PGL_TASK_FIELDS = "id: rowId state assignee packetTask updatedAt"
 
 
-def workloads(world: Seeded, measurement: int) -> dict[str, Workload]:
-    """The workloads on `world`; `measurement` numbers the run so W4's ids never repeat."""
+def workloads(world: Seeded, measurement: int, *, warm: bool = False) -> dict[str, Workload]:
+    """The workloads on `world`; `measurement` numbers the run so W4's ids never repeat. The
+    pools are split: a warm-up takes its ids from the first part, a measured run from the rest,
+    so requests still in flight when a warm-up ends cannot take a measured run's ids."""
     visible = [world.task_id(n) for n in range(10, world.tasks + 1, 10)][:1000]
     projects = tuple(world.projects_of(0))
-    pool = Values("range", prefix=f"q{world.tag}", first=1, count=world.pool)
-    runs = Values("range", prefix=f"r{world.tag}", first=1, count=world.pool)
+    first, count = (
+        (1, world.warm_pool) if warm else (world.warm_pool + 1, world.pool - world.warm_pool)
+    )
+    pool = Values("range", prefix=f"q{world.tag}", first=first, count=count)
+    runs = Values("range", prefix=f"r{world.tag}", first=first, count=count)
     hand_off = {
         "project": world.handoff_project,
         "requester": world.agent(1, 0),
