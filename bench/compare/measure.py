@@ -47,12 +47,12 @@ def _stat_seconds(pid: int) -> float:
 async def postmaster_pid(database_url: str) -> int | None:
     """The PID of the postmaster serving `database_url`, if it runs on this machine."""
     conn = await asyncpg.connect(libpq_url(database_url))
-    try:
+    try:  # while the backend lives: it exits when the connection closes
         backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+        try:
+            parent = psutil.Process(backend).parent()
+        except psutil.NoSuchProcess:
+            return None  # another machine (or container): PostgreSQL CPU is not measured
     finally:
         await conn.close()
-    try:
-        parent = psutil.Process(backend).parent()
-    except psutil.NoSuchProcess:
-        return None  # another machine (or container): PostgreSQL CPU is not measured
     return int(parent.pid) if parent is not None else None

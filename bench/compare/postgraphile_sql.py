@@ -69,8 +69,24 @@ def install_sql(role: str) -> list[str]:
 
 
 def uninstall_sql(role: str) -> list[str]:
-    """What `install_sql` made outside the database: the role (after its database is gone)."""
-    return [f'DROP ROLE IF EXISTS "{role}"']
+    """Statements that take out what `install_sql` made (the role lives outside the database)."""
+    functions = [
+        "tasks_packet_task(tasks)",
+        "tasks_dependencies(tasks)",
+        "tasks_dependents(tasks)",
+        "bench_may_act_for(text)",
+        "accept_task(text)",
+        "hand_off(text, text, text, text, jsonb)",
+        "reach_checkpoint(text)",
+    ]
+    tables = ("tasks", "task_events", "runs", "run_events")
+    return [
+        *(f"DROP FUNCTION IF EXISTS {f}" for f in functions),
+        *(f"DROP POLICY IF EXISTS bench_sees ON {t}" for t in tables),
+        *(f"ALTER TABLE {t} DISABLE ROW LEVEL SECURITY" for t in tables),
+        f'DROP OWNED BY "{role}"',
+        f'DROP ROLE IF EXISTS "{role}"',
+    ]
 
 
 _ACCEPT = f"""

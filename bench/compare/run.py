@@ -321,7 +321,6 @@ async def postgraphile_installed(bench: Bench) -> AsyncIterator[None]:
         yield
     finally:
         async with _connection(bench.url) as conn:
-            await conn.execute(f'DROP OWNED BY "{bench.role}"')
             for statement in postgraphile_sql.uninstall_sql(bench.role):
                 await conn.execute(statement)
 
