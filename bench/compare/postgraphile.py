@@ -89,7 +89,7 @@ def install(folder: Path) -> Installed:
         raise RuntimeError(f"npm install failed: {done.stderr.strip()[-2000:]}")
     installed = Installed(folder)
     if not installed.cli.exists():
-        # The CLI's entry point moved: fall back to the package's declared bin.
+        # The CLI's entry point moved in a new release: say where it is now.
         package = json.loads((folder / "node_modules/postgraphile/package.json").read_text())
         raise RuntimeError(f"no {installed.cli}; postgraphile's bin is {package.get('bin')}")
     return installed

@@ -120,9 +120,8 @@ class Bench:
         if name == "bare":
             return targets.start_bare(database_url, log, self.tokens, self.hand_off)
         assert self.installed is not None
-        pool = ceiling.POOL_SIZE * (self.options.baton_workers if name == "baton" else 1)
         return targets.start_postgraphile(
-            self.installed, database_url, self.role, self.tokens, log, pool
+            self.installed, database_url, self.role, self.tokens, log, ceiling.POOL_SIZE
         )
 
     def endpoint(self, target: str, workload: Workload) -> str:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import httpx
 import pytest
 from bench.compare import ceiling, postgraphile, postgraphile_sql, wire, wrk
