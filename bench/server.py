@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,17 +40,19 @@ def raise_open_files_limit() -> int:
 
 
 @contextlib.asynccontextmanager
-async def bench_database(server_url: str | None) -> AsyncIterator[tuple[str, str]]:
-    """A fresh `baton_bench_<random>` database, dropped at the end: on `server_url` when given,
+async def bench_database(
+    server_url: str | None, prefix: str = "baton_bench"
+) -> AsyncIterator[tuple[str, str]]:
+    """A fresh `<prefix>_<random>` database, dropped at the end: on `server_url` when given,
     else on an embedded PostgreSQL under /tmp. Yields (database URL, where it lives)."""
     if server_url:
-        async with _fresh_database(server_url) as url:
+        async with _fresh_database(server_url, prefix) as url:
             yield url, _without_credentials(server_url)
         return
     data_dir = Path(tempfile.mkdtemp(prefix="baton-bench-pg-", dir="/tmp"))
     try:
         embedded = await asyncio.to_thread(start_embedded, data_dir)
-        async with _fresh_database(embedded) as url:
+        async with _fresh_database(embedded, prefix) as url:
             yield url, f"embedded PostgreSQL in {data_dir}"
     finally:
         await asyncio.to_thread(stop_embedded, data_dir)
@@ -58,8 +60,8 @@ async def bench_database(server_url: str | None) -> AsyncIterator[tuple[str, str
 
 
 @contextlib.asynccontextmanager
-async def _fresh_database(server_url: str) -> AsyncIterator[str]:
-    name = f"baton_bench_{secrets.token_hex(4)}"
+async def _fresh_database(server_url: str, prefix: str) -> AsyncIterator[str]:
+    name = f"{prefix}_{secrets.token_hex(4)}"
     url = await create_database(server_url, name)
     try:
         yield url
@@ -104,9 +106,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(database_url: str, log: Path, env: Mapping[str, str] | None = None) -> Server:
-    """`baton serve` on `database_url` (and `env` on top of ours), with the open-files limit
-    raised; waits for /readyz."""
+def start_server(
+    database_url: str,
+    log: Path,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Server:
+    """`baton serve [args]` on `database_url` (and `env` on top of ours), with the open-files
+    limit raised; waits for /readyz."""
     port = _free_port()
     env = {
         **os.environ,
@@ -116,7 +123,7 @@ def start_server(database_url: str, log: Path, env: Mapping[str, str] | None = N
     }
     with log.open("wb") as out:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "baton.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "baton.cli", "serve", "--port", str(port), *args],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

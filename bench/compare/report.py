@@ -1,0 +1,114 @@
+"""The tables: every measurement, the medians with the ratios, and the statement counts."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from .run import Outcome, Row
+from .workloads import TARGETS
+
+# Baton's throughput divided by each of these, per repetition and as the median.
+RATIOS = (("postgraphile", "PostGraphile"), ("bare", "bare"), ("asyncpg", "asyncpg"))
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def measurements(rows: list[Row]) -> str:
+    headers = (
+        "rep", "workload", "c", "target", "req/s", "p50 ms", "p99 ms",
+        "server CPU ms/req", "PG CPU ms/req", "errors",
+    )  # fmt: skip
+    cells = [
+        (
+            str(r.repetition),
+            r.workload,
+            str(r.concurrency),
+            r.target,
+            f"{r.rate:.0f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            _ms(r.per_request_ms(r.server_cpu)),
+            _ms(r.per_request_ms(r.pg_cpu)),
+            str(r.errors),
+        )
+        for r in rows
+    ]
+    return table(headers, cells)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summary(rows: list[Row]) -> str:
+    """Per workload and concurrency: each target's medians, then Baton ÷ each other target."""
+    keys = list(dict.fromkeys((r.workload, r.concurrency) for r in rows))
+    headers = (
+        "workload", "c", "target", "req/s", "p50 ms", "p99 ms", "server CPU ms/req",
+        "PG CPU ms/req", "errors",
+    )  # fmt: skip
+    cells = []
+    for workload, concurrency in keys:
+        mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
+        for target in TARGETS:
+            of = [r for r in mine if r.target == target]
+            if not of:
+                continue
+            pg = [v for r in of if (v := r.per_request_ms(r.pg_cpu)) is not None]
+            server = [v for r in of if (v := r.per_request_ms(r.server_cpu)) is not None]
+            cells.append(
+                (
+                    workload,
+                    str(concurrency),
+                    target,
+                    f"{_median([r.rate for r in of]) or 0:.0f}",
+                    f"{_median([r.p50_ms for r in of]) or 0:.2f}",
+                    f"{_median([r.p99_ms for r in of]) or 0:.2f}",
+                    _ms(_median(server)),
+                    _ms(_median(pg)),
+                    str(sum(r.errors for r in of)),
+                )
+            )
+    return table(headers, cells)
+
+
+def ratios(rows: list[Row]) -> str:
+    """Baton's req/s ÷ each other target's, per repetition (in order) and their median."""
+    keys = list(dict.fromkeys((r.workload, r.concurrency) for r in rows))
+    headers = ["workload", "c"] + [f"Baton ÷ {label}" for _, label in RATIOS]
+    cells = []
+    for workload, concurrency in keys:
+        mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
+        baton = {r.repetition: r.rate for r in mine if r.target == "baton"}
+        row = [workload, str(concurrency)]
+        for target, _ in RATIOS:
+            other = {r.repetition: r.rate for r in mine if r.target == target}
+            each = [baton[k] / other[k] for k in sorted(baton) if other.get(k)]
+            if not each:
+                row.append("-")
+                continue
+            listed = ", ".join(f"{x:.2f}" for x in each)
+            row.append(f"**{statistics.median(each):.2f}** ({listed})")
+        cells.append(row)
+    return table(headers, cells)
+
+
+def counts(outcome: Outcome, workloads: list[str], targets: list[str]) -> str:
+    headers = ["workload", *(f"{t} stmts / round trips" for t in targets)]
+    cells = []
+    for name in workloads:
+        row = [name]
+        for target in targets:
+            found = outcome.counts.get((name, target))
+            row.append("-" if found is None else f"{found[0]:.1f} / {found[1]:.1f}")
+        cells.append(row)
+    return table(headers, cells)
