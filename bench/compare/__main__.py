@@ -1,5 +1,6 @@
-"""Baton against PostGraphile V5 and against a ceiling (Baton's SQL with no GraphQL), on one
-database seeded through Baton's tables, driven by one load generator (wrk).
+"""Baton against PostGraphile V5 and against a ceiling (Baton's SQL with no GraphQL).
+
+One database seeded through Baton's tables, every target driven by one load generator (wrk).
 
     python -m bench.compare [--quick] [--workloads W1,W3] [--targets baton,postgraphile] …
 

@@ -16,10 +16,12 @@ from graphql import (
 
 from baton.api.schema import schema
 from baton.engine.cost import LIST_SIZE, ListSize
+from baton.engine.documents import MAX_MEMOS
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.plans import DEFINITION
 from baton.services.tasks import HandOff, TaskService
 from tests.helpers import (
+    ENGINE,
     World,
     agent,
     counting_statements,
@@ -95,6 +97,42 @@ async def test_three_levels_of_dependencies_are_within_the_budget(
         service, world.roles["requester"], f'{{ task(id: "{ids[0]}") {{ {nested} }} }}'
     )
     assert len(data["task"]["dependencies"]) == 4
+
+
+DEEP_EVENTS = """query($n: Int!, $deep: Boolean!) { tasks(first: $n) { edges { node {
+    events(first: 100) { edges { node { task {
+      events(first: 100) @include(if: $deep) { edges { node { id } } } } } } } } } } }"""
+
+
+async def test_a_cost_checked_once_holds_only_for_the_same_page_sizes_and_directives(
+    service: TaskService, world: World
+) -> None:
+    """Costs are remembered per document, keyed by the variables that decide them."""
+    requester = world.roles["requester"]
+    small = await execute_raw(service, requester, DEEP_EVENTS, {"n": 1, "deep": True})
+    assert small.errors == [] and small.data is not None
+    for variables in ({"n": 100, "deep": True}, {"n": 5, "deep": True}):
+        with counting_statements() as statements:
+            response = await execute_raw(service, requester, DEEP_EVENTS, variables)
+        refused_for_cost(response)
+        assert statements() == 0
+    assert (await execute_raw(service, requester, DEEP_EVENTS, {"n": 5, "deep": False})).data
+
+
+async def test_what_a_document_remembers_is_bounded_and_past_the_bound_still_checked(
+    service: TaskService, world: World
+) -> None:
+    requester = world.roles["requester"]
+    query = "query($n: Int!, $d: Boolean!) { tasks(first: $n) @include(if: $d) { totalCount } }"
+    for n in range(101):
+        for d in (True, False):
+            response = await execute_raw(service, requester, query, {"n": n, "d": d})
+            assert response.errors == [], response.errors
+    prepared = ENGINE.documents.get(query)
+    assert len(prepared.cache) <= MAX_MEMOS
+    response = await execute_raw(service, requester, query, {"n": 101, "d": True})
+    assert response.data is None
+    assert response.errors[0]["extensions"] == {"code": "invalid_input", "field": "first"}
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from baton.api.context import Context
 from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
 from baton.api.protocol import Protocol
-from baton.api.runs import Run, RunConnection, run_edges
+from baton.api.runs import Run, RunConnection, RunEdge
 from baton.api.types import (
     MAX_DEPENDENCIES,
     MAX_PAGE,
@@ -29,7 +29,7 @@ from baton.protocol.pipeline import RunPhase, RunStatus
 from baton.services.gate_rules import MAX_RULES
 from baton.services.graphs import Direction, traverse
 from baton.store.runs import RunQuery
-from baton.store.tasks import TaskQuery, encode_cursor
+from baton.store.tasks import TaskQuery
 
 MAX_GRAPH_DEPTH = 50
 MAX_GRAPH_ROOTS = 100
@@ -120,15 +120,9 @@ class Query:
         check_page_size(first)
         service, principal, query = info.context.service, info.context.principal, _query(filter)
         rows, more = await service.page(principal, query, first, after)
-        edges = [TaskEdge(cursor=encode_cursor(t), node=Task(record=t)) for t in rows]
         return TaskConnection(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=more,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            edges=[TaskEdge(node=Task(record=t)) for t in rows],
+            page_info=PageInfo.of_listing(rows, more, after=after),
             count_total=lambda: service.count(principal, query),
         )
 
@@ -196,15 +190,9 @@ class Query:
         runs, principal = info.context.runs, info.context.principal
         query = filter.to_query() if filter is not None else RunQuery()
         rows, more = await runs.page(principal, query, first, after)
-        edges = run_edges(rows)
         return RunConnection(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=more,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            edges=[RunEdge(node=Run(record=r)) for r in rows],
+            page_info=PageInfo.of_listing(rows, more, after=after),
             count_total=lambda: runs.count(principal, query),
         )
 

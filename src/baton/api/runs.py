@@ -246,8 +246,11 @@ class RunEventEntry:
 
 @strawberry.type
 class RunEdge:
-    cursor: str
     node: Run
+
+    @strawberry.field
+    def cursor(self) -> str:
+        return encode_cursor(self.node.record)
 
 
 @strawberry.type
@@ -286,7 +289,3 @@ class RunEventConnection:
                 end_cursor=edges[-1].cursor if edges else None,
             ),
         )
-
-
-def run_edges(rows: list[RunRecord]) -> list[RunEdge]:
-    return [RunEdge(cursor=encode_cursor(r), node=Run(record=r)) for r in rows]

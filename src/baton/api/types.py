@@ -21,6 +21,7 @@ from baton.numbers import MAX_BIGINT, ascii_int
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
+from baton.store.tasks import Listed, encode_cursor
 
 if TYPE_CHECKING:
     from baton.api.runs import Run
@@ -106,6 +107,16 @@ class PageInfo:
     has_previous_page: bool
     start_cursor: str | None
     end_cursor: str | None
+
+    @classmethod
+    def of_listing(cls, rows: Sequence[Listed], more: bool, *, after: str | None) -> PageInfo:
+        """A page of a listing ordered by recency (tasks, runs)."""
+        return cls(
+            has_next_page=more,
+            has_previous_page=after is not None,
+            start_cursor=encode_cursor(rows[0]) if rows else None,
+            end_cursor=encode_cursor(rows[-1]) if rows else None,
+        )
 
 
 def protocol_object(t: TaskRecord) -> dict[str, Any]:
@@ -355,8 +366,12 @@ class TaskEvent:
 
 @strawberry.type
 class TaskEdge:
-    cursor: str
     node: Task
+
+    @strawberry.field
+    def cursor(self) -> str:
+        # Encoded only when asked for: most pages never read their edges' cursors.
+        return encode_cursor(self.node.record)
 
 
 @strawberry.type

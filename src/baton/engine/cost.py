@@ -70,10 +70,25 @@ class CostRefusal(GraphQLError):
         super().__init__(message, extensions={"code": "invalid_input", **extensions})
 
 
+def _bound(definition: GraphQLField) -> object:
+    """The `list_size` metadata of a field, if it has any."""
+    sf = (definition.extensions or {}).get(DEFINITION)
+    return cast(Mapping[str, Any], getattr(sf, "metadata", None) or {}).get(LIST_SIZE)
+
+
 class CostModel:
     def __init__(self, schema: GraphQLSchema, *, default_list: int = 100) -> None:
         self.schema = schema
         self.default_list = default_list
+        # The only arguments a cost reads (`first`): with the same values for the variables
+        # given to them (and to @skip/@include), an operation's cost is the same.
+        self.size_arguments = frozenset(
+            bound.argument
+            for type_ in schema.type_map.values()
+            if isinstance(type_, GraphQLObjectType)
+            for definition in type_.fields.values()
+            if isinstance(bound := _bound(definition), ListSize) and bound.argument is not None
+        )
 
     def check(
         self,
@@ -154,8 +169,7 @@ class CostModel:
         page: int | None,
     ) -> int | None:
         """The declared bound of the field's lists; None when it declares none."""
-        sf = (definition.extensions or {}).get(DEFINITION)
-        bound = cast(Mapping[str, Any], getattr(sf, "metadata", None) or {}).get(LIST_SIZE)
+        bound = _bound(definition)
         if not isinstance(bound, ListSize):
             return None
         if bound.per_page is not None and page is not None:

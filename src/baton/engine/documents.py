@@ -40,6 +40,9 @@ def refusal(message: str) -> GraphQLError:
     return GraphQLError(message, extensions={"code": "invalid_input"})
 
 
+MAX_MEMOS = 256  # per document: plans and costs for that many variable combinations
+
+
 @dataclass(eq=False)
 class Prepared:
     """A query text, parsed and validated; `errors` non-empty means it is refused."""
@@ -49,8 +52,15 @@ class Prepared:
     errors: tuple[GraphQLError, ...]
     operations: dict[str | None, OperationDefinitionNode] = field(default_factory=dict)
     fragments: dict[str, FragmentDefinitionNode] = field(default_factory=dict)
-    # Per-operation state the executor attaches (compiled plans); lives and dies with this.
+    # Per-operation state the executor attaches (compiled plans, checked costs); lives and
+    # dies with this. Keys can carry variable values, so `remember` bounds how many it holds.
     cache: dict[Any, Any] = field(default_factory=dict)
+
+    def remember(self, key: Any, value: Any) -> Any:
+        """Keep `value` under `key` while fewer than MAX_MEMOS are kept; return it either way."""
+        if len(self.cache) < MAX_MEMOS:
+            self.cache[key] = value
+        return value
 
     def operation(self, name: str | None) -> OperationDefinitionNode | GraphQLError:
         """The operation to run, as the GraphQL spec picks it, or why none can be."""

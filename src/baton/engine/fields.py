@@ -89,9 +89,12 @@ def _applies(
     return False
 
 
-def directive_variables(nodes: Iterable[object]) -> frozenset[str]:
-    """Variables that `@skip`/`@include` read anywhere in `nodes` (a document's definitions):
-    a plan compiled for one request holds for every request that gives them the same values."""
+def directive_variables(
+    nodes: Iterable[object], arguments: frozenset[str] = frozenset()
+) -> frozenset[str]:
+    """Variables that `@skip`/`@include` read anywhere in `nodes` (a document's definitions),
+    and those given to a field argument named in `arguments`: a plan (or cost) computed for one
+    request holds for every request that gives them the same values."""
     names: set[str] = set()
 
     def walk(node: object) -> None:
@@ -101,6 +104,9 @@ def directive_variables(nodes: Iterable[object]) -> frozenset[str]:
                 for argument in directive.arguments or ():
                     if isinstance(argument.value, VariableNode):
                         names.add(argument.value.name.value)
+        for argument in getattr(node, "arguments", None) or ():
+            if argument.name.value in arguments and isinstance(argument.value, VariableNode):
+                names.add(argument.value.name.value)
         selection_set = getattr(node, "selection_set", None)
         for selection in selection_set.selections if selection_set else ():
             walk(selection)

@@ -129,28 +129,50 @@ class Engine:
             return refused(*(_as_input_error(e) for e in coerced))
         root = self.schema._schema.get_root_type(operation.operation)
         assert root is not None, "validation refuses operations the schema lacks"
-        try:
-            self.costs.check(
-                root, operation.selection_set, prepared.fragments, coerced, self.limits.max_cost
-            )
-        except CostRefusal as too_costly:
-            return refused(too_costly)
+        cost_key = self._key(prepared, "cost", operation, coerced, self.costs.size_arguments)
+        if cost_key not in prepared.cache:
+            try:
+                prepared.remember(
+                    cost_key,
+                    self.costs.check(
+                        root,
+                        operation.selection_set,
+                        prepared.fragments,
+                        coerced,
+                        self.limits.max_cost,
+                    ),
+                )
+            except CostRefusal as too_costly:
+                return refused(too_costly)
         plan, compiler = self._plan(prepared, operation, coerced)
         return _Ready(prepared, operation, coerced, plan, compiler)
+
+    @staticmethod
+    def _key(
+        prepared: Prepared,
+        kind: str,
+        operation: OperationDefinitionNode,
+        variables: VariableValues,
+        arguments: frozenset[str] = frozenset(),
+    ) -> tuple[Any, ...]:
+        """What a `kind` memo of `operation` depends on: the values of the variables that
+        @skip/@include, or the field arguments named in `arguments`, read."""
+        names_key = ("variables", arguments)
+        names = prepared.cache.get(names_key)
+        if names is None:
+            names = prepared.cache[names_key] = directive_variables(
+                prepared.document.definitions if prepared.document else (), arguments
+            )
+        return (
+            kind,
+            operation.name.value if operation.name else None,
+            tuple(sorted((n, repr(variables.coerced.get(n))) for n in names)),
+        )
 
     def _plan(
         self, prepared: Prepared, operation: OperationDefinitionNode, variables: VariableValues
     ) -> tuple[TypePlan | None, Compiler | None]:
-        names = prepared.cache.get("directive_variables")
-        if names is None:
-            names = prepared.cache["directive_variables"] = directive_variables(
-                prepared.document.definitions if prepared.document else ()
-            )
-        key = (
-            "plan",
-            operation.name.value if operation.name else None,
-            tuple(sorted((n, repr(variables.coerced.get(n))) for n in names)),
-        )
+        key = self._key(prepared, "plan", operation, variables)
         cached = prepared.cache.get(key)
         if cached is None:
             compiler = Compiler(self.schema, prepared.fragments, variables)
@@ -163,7 +185,7 @@ class Engine:
             except Unsupported as exc:
                 log.warning("running an operation on graphql-core: %s", exc)
                 plan = None
-            cached = prepared.cache[key] = (plan, compiler)
+            cached = prepared.remember(key, (plan, compiler))
         return cast(tuple[TypePlan | None, Compiler | None], cached)
 
     async def execute(self, request: Request, context: Any) -> Outcome:
@@ -211,7 +233,7 @@ class Engine:
             return refused(over[0].original_error)  # type: ignore[arg-type]
         outcome = Outcome(result.data, formatted(result.errors or ()))
         if pure:
-            ready.prepared.cache[key] = outcome
+            ready.prepared.remember(key, outcome)
         return outcome
 
     async def subscribe(
