@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from baton.access.principals import ADMIN, SYSTEM
+from baton.errors import InvalidInput
 from baton.protocol.pipeline import (
     PARKED,
     PIPELINE,
@@ -126,6 +127,24 @@ EVENT_ARGS = st.fixed_dictionaries(
         "reason": st.sampled_from(["broke", "", "   "]),
     },
 )
+
+
+@pytest.mark.parametrize("text", ["nul\x00here", "lone \ud800 surrogate"])
+@pytest.mark.parametrize("field", ["questions", "reason"])
+async def test_text_postgresql_cannot_store_is_invalid_input_and_changes_nothing(
+    db: Database, text: str, field: str
+) -> None:
+    runs = Runs(RunService(db))
+    run = await runs.new()
+    name, args = (
+        (RunEvent.PLAN_NEEDS_INPUT, {"questions": [text]})
+        if field == "questions"
+        else (RunEvent.FAILED, {"reason": text})
+    )
+    with pytest.raises(InvalidInput) as refused:
+        await runs.service.event(runs.daemon, name, run.id, args=args)
+    assert refused.value.field == field
+    assert await runs.service.get(ADMIN, run.id) == run
 
 
 @settings(

@@ -72,8 +72,21 @@ def _check_texts(args: dict[str, Any]) -> None:
         if isinstance(value, list) and len(value) > MAX_ITEMS:
             raise InvalidInput(name, f"must have at most {MAX_ITEMS} items")
         for item in values:
-            if isinstance(item, str) and len(item) > MAX_TEXT:
+            if not isinstance(item, str):
+                continue
+            if len(item) > MAX_TEXT:
                 raise InvalidInput(name, f"must be at most {MAX_TEXT} characters")
+            # PostgreSQL's text holds neither; the HTTP and WebSocket edges refuse them too.
+            if "\x00" in item or _has_lone_surrogate(item):
+                raise InvalidInput(name, "must be valid Unicode text without NUL characters")
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class RunService:
