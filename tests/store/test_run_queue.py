@@ -103,8 +103,9 @@ async def test_concurrent_sweepers_record_one_host_offline_per_run(db: Database)
         ids.append((await service.claim(runs.daemon, project=runs.project)).run.id)
     await asyncio.sleep(0.3)
     sweepers = [RunService(db, lease_seconds=0.1) for _ in range(4)]
-    moved = await asyncio.gather(*(s.sweep() for s in sweepers))
-    assert sum(moved) >= 10  # other tests' runs may run out of lease too: sweeping is global
+    await asyncio.gather(*(s.sweep() for s in sweepers))
+    # Sweeping is global: a `baton serve` of another test on this database may sweep some of
+    # these runs first. Either way each must have been moved exactly once.
     pages = await service.events_of_many(ids, 50, None)
     for run_id in ids:
         offline = [e for e in pages[run_id][0] if e.event is RunEvent.HOST_OFFLINE]
