@@ -14,13 +14,36 @@ committed before it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from baton.protocol.machine import Machine, Position
 from baton.store.sql import Params
+
+if TYPE_CHECKING:
+    from baton.store.db import Connection
+
+R = TypeVar("R")
+
+
+async def event_pages(
+    conn: Connection,
+    sql: str,
+    subject_ids: Sequence[str],
+    first: int,
+    after: int | None,
+    parse: Callable[[Mapping[str, Any]], R],
+) -> dict[str, tuple[list[R], bool]]:
+    """For each subject, its events after `after`, oldest first, `first` at most; and whether
+    more follow. One query (`sql`: ids, after, limit; rows carry the subject's `id`), whatever
+    the number of subjects."""
+    pages: dict[str, list[R]] = {subject: [] for subject in subject_ids}
+    if pages:
+        for row in await conn.fetch(sql, list(pages), after or 0, first + 1):
+            pages[row["id"]].append(parse(row))
+    return {subject: (rows[:first], len(rows) > first) for subject, rows in pages.items()}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.protocol.machine import Position
 from baton.protocol.pipeline import PIPELINE, RunActor, RunEvent, RunPhase, RunStatus
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, appending, change_statement
+from baton.store.lifecycle import Layout, appending, change_statement, event_pages
 from baton.store.records import RunEventRecord, RunRecord
 from baton.store.sql import Params
 from baton.store.tasks import decode_cursor, storable_time
@@ -364,8 +364,4 @@ async def events_of_many(
 ) -> dict[str, tuple[list[RunEventRecord], bool]]:
     """For each run, its events after `after`, oldest first, `first` at most; and whether
     more follow. One query, whatever the number of runs."""
-    pages: dict[str, list[RunEventRecord]] = {run_id: [] for run_id in run_ids}
-    if run_ids:
-        for row in await conn.fetch(_EVENTS_OF_MANY, list(pages), after or 0, first + 1):
-            pages[row["id"]].append(RunEventRecord.from_row(row))
-    return {run_id: (rows[:first], len(rows) > first) for run_id, rows in pages.items()}
+    return await event_pages(conn, _EVENTS_OF_MANY, run_ids, first, after, RunEventRecord.from_row)

@@ -20,7 +20,7 @@ from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingO
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, appending, change_statement
+from baton.store.lifecycle import Layout, appending, change_statement, event_pages
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.sql import Params
 
@@ -372,8 +372,4 @@ async def events_of_many(
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
     more follow. One query, whatever the number of tasks."""
-    pages: dict[str, list[EventRecord]] = {task_id: [] for task_id in task_ids}
-    if task_ids:
-        for row in await conn.fetch(_EVENTS_OF_MANY, list(pages), after or 0, first + 1):
-            pages[row["id"]].append(EventRecord.from_row(row))
-    return {task_id: (rows[:first], len(rows) > first) for task_id, rows in pages.items()}
+    return await event_pages(conn, _EVENTS_OF_MANY, task_ids, first, after, EventRecord.from_row)
