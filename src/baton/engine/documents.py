@@ -30,7 +30,7 @@ from strawberry.extensions.max_aliases import create_validator as alias_limit
 from strawberry.extensions.query_depth_limiter import create_validator as depth_limit
 
 from baton.engine.limits import Limits
-from baton.engine.storable import unstorable
+from baton.storable import unstorable
 
 _NUL_ESCAPE = re.compile(r"\\u(?:0000|\{0+\})", re.IGNORECASE)
 

@@ -31,7 +31,7 @@ from baton.engine.fields import directive_variables
 from baton.engine.limits import Limits
 from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
 from baton.engine.sharing import SharedOutcomes, share_key
-from baton.engine.storable import unstorable
+from baton.storable import unstorable
 
 log = logging.getLogger("baton.engine")
 

@@ -29,6 +29,7 @@ from baton.protocol import task_object
 from baton.protocol.machine import check_args
 from baton.protocol.pipeline import PIPELINE, RunActor, RunEvent, RunStatus
 from baton.services.lifecycle import Publish, until_applied
+from baton.storable import unstorable
 from baton.store import runs as store
 from baton.store import tasks as task_store
 from baton.store.db import Connection, Database
@@ -72,21 +73,11 @@ def _check_texts(args: dict[str, Any]) -> None:
         if isinstance(value, list) and len(value) > MAX_ITEMS:
             raise InvalidInput(name, f"must have at most {MAX_ITEMS} items")
         for item in values:
-            if not isinstance(item, str):
-                continue
-            if len(item) > MAX_TEXT:
+            if isinstance(item, str) and len(item) > MAX_TEXT:
                 raise InvalidInput(name, f"must be at most {MAX_TEXT} characters")
-            # PostgreSQL's text holds neither; the HTTP and WebSocket edges refuse them too.
-            if "\x00" in item or _has_lone_surrogate(item):
-                raise InvalidInput(name, "must be valid Unicode text without NUL characters")
-
-
-def _has_lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+        reason = unstorable(value, name)
+        if reason is not None:
+            raise InvalidInput(name, reason)
 
 
 class RunService:

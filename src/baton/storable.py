@@ -1,9 +1,10 @@
-"""Strings PostgreSQL cannot store, refused before an operation runs.
+"""Strings PostgreSQL cannot store, refused before they reach it.
 
 A NUL character or a lone surrogate is valid JSON, and GraphQL lets a string literal spell NUL
 as an escape, but either fails deep inside the database driver. The engine checks the query text
 (once, with its parse) and the variables (per request) with `unstorable`, which makes them an
-`invalid_input` error for every argument of every operation, over HTTP and WebSocket alike.
+`invalid_input` error for every argument of every operation, over HTTP and WebSocket alike;
+services called directly check the texts they store with it too.
 """
 
 from __future__ import annotations
