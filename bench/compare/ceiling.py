@@ -27,13 +27,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from baton.access.gate import DECISION_MOVES, decide
-from baton.access.principals import Principal, PrincipalKind
+from baton.access.gate import decide
+from baton.access.principals import SYSTEM, Principal, PrincipalKind
 from baton.protocol.handoff import MoveName, TaskState
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent
 from baton.protocol.task_object import DeliverableType
 from baton.services.gate_rules import GateRules
-from baton.services.tasks import MoveArgs, change_for
+from baton.services.tasks import MoveArgs, change_for, gate_move
 from baton.store import runs as run_store
 from baton.store import tasks as store
 from baton.store.db import Database
@@ -109,15 +109,11 @@ async def w4(db: Database, who: Principal, value: str, extra: dict[str, Any]) ->
         deliverable_type=DeliverableType(packet["deliverable_type"]),
     )
     new = store.NewTask(value, extra["project"], requester, assignee, packet, "AUTO", value)
-    async with db.transaction() as conn:
-        event = await store.insert(conn, new, who.handle)
-        if event is None:
-            raise Refused(f"handOff {value} exists")
-        move = DECISION_MOVES[decision]
-        if move is not None:
-            gate = change_for(move, MoveArgs(), by_server=True)
-            event = await store.change(conn, value, gate, who, expected_version=None)
-            assert event is not None
+    async with db.connection() as conn:
+        events = await store.create(conn, new, who.handle, gate_move(decision), SYSTEM.handle)
+    if not events:
+        raise Refused(f"handOff {value} exists")
+    event = events[-1]
     await _notify(db, "baton_task_events", event.id)
     t = event.task
     waiting = t.waiting_on.name if t.waiting_on else None

@@ -189,23 +189,17 @@ class TaskService(TaskReader):
             verification=h.verification.value,
             input_digest=digest,
         )
-        # The gate reads the rules first, outside the transaction: a rule that changes while
-        # the task is being created is one that changed just after it.
-        decision = DECISION_MOVES[await self._gate(h)]
-        async with self.db.transaction() as conn:
-            created = await store.insert(conn, new, principal.handle)
-            if created is None:
+        # The gate reads the rules first: a rule that changes while the task is being created
+        # is one that changed just after it. The gate's move is the server's, made by the
+        # owner's rules: actor `system`.
+        gate = gate_move(await self._gate(h))
+        async with self.db.connection() as conn:
+            events = await store.create(conn, new, principal.handle, gate, SYSTEM.handle)
+            if not events:
                 existing = await store.load(conn, task_id)
                 if existing is None or existing.input_digest != digest:
                     raise DuplicateTask(task_id)
                 return Outcome(existing, [])
-            events = [created]
-            if decision is not None:
-                # The gate's decision is the server's, made by the owner's rules: actor `system`.
-                gate = change_for(decision, MoveArgs(), by_server=True)
-                moved = await store.change(conn, task_id, gate, SYSTEM, expected_version=None)
-                assert moved, "a task inserted in this transaction cannot race"
-                events.append(moved)
         return await self._committed(Outcome(events[-1].task, events))
 
     async def _gate(self, h: HandOff) -> GateDecision:
@@ -382,6 +376,17 @@ def change_for(name: MoveName, args: MoveArgs, *, by_server: bool = False) -> st
         # Work that goes back to `working` drops the result it returned.
         clears_result=HANDOFF.named(name)[0].target is TaskState.working,
     )
+
+
+def gate_move(decision: GateDecision) -> store.GateMove | None:
+    """The move the gate's decision makes on a new task, and where the table says it leads
+    from the initial position; None when the task stays where it starts."""
+    name = DECISION_MOVES[decision]
+    if name is None:
+        return None
+    start = HANDOFF.initial_position
+    (to,) = (b for a, b in HANDOFF.changes(name, {}) if a == start)
+    return store.GateMove(name, to)
 
 
 # A checkpoint changes no position: it may be saved at any position in CHECKPOINT_STATES.

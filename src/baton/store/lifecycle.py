@@ -85,12 +85,18 @@ def _values(pairs: Sequence[tuple[Position[Any], Position[Any]]]) -> str:
     return ", ".join(rows)
 
 
-def appending(
-    layout: Layout, kind: str, name: str, actor: str, extras: dict[str, str] | None = None
-) -> str:
-    """The tail of a change statement, after CTE `changed` (the row after the change, plus
-    `from_value`, the primary axis before it): take the log's lock, append the event, return
-    the event's columns and the row's. Arguments are SQL expressions (literals or $n)."""
+def event_row(
+    layout: Layout,
+    row: str,
+    kind: str,
+    name: str,
+    before: str,
+    actor: str,
+    extras: dict[str, str] | None = None,
+) -> tuple[str, str]:
+    """The log's columns, and their values for an event that left the row `row` (an alias
+    whose columns are the row after the change) as it is: what every append writes. Arguments
+    are SQL expressions (literals, $n, or names)."""
     given = extras or {}
     columns = [
         layout.subject,
@@ -105,22 +111,32 @@ def appending(
         "at",
     ]
     values = [
-        "c.id",
+        f"{row}.id",
         kind,
         name,
-        "c.from_value",
-        f"c.{layout.columns[0]}",
+        before,
+        f"{row}.{layout.columns[0]}",
         actor,
         *(given.get(extra, "NULL") for extra in layout.extras),
-        *(f"c.{copy}" for copy in layout.copies),
-        "c.version",
-        "c.updated_at",
+        *(f"{row}.{copy}" for copy in layout.copies),
+        f"{row}.version",
+        f"{row}.updated_at",
     ]
+    return ", ".join(columns), ", ".join(values)
+
+
+def appending(
+    layout: Layout, kind: str, name: str, actor: str, extras: dict[str, str] | None = None
+) -> str:
+    """The tail of a change statement, after CTE `changed` (the row after the change, plus
+    `from_value`, the primary axis before it): take the log's lock, append the event, return
+    the event's columns and the row's. Arguments are SQL expressions (literals or $n)."""
+    columns, values = event_row(layout, "c", kind, name, "c.from_value", actor, extras)
     return f"""
     locked AS (SELECT pg_advisory_xact_lock({layout.lock}) FROM changed),
     event AS (
-        INSERT INTO {layout.events} ({", ".join(columns)})
-        SELECT {", ".join(values)}
+        INSERT INTO {layout.events} ({columns})
+        SELECT {values}
         FROM changed c, locked
         RETURNING {layout.returned}
     )

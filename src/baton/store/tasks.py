@@ -20,7 +20,7 @@ from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingO
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, appending, change_statement, event_pages
+from baton.store.lifecycle import Layout, change_statement, event_pages, event_row
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.sql import Params
 
@@ -53,16 +53,90 @@ EVENTS_WITH_TASKS = (
     f"{_TASK_AT_EVENT} FROM task_events e JOIN tasks t ON t.id = e.task_id"
 )
 
-_INSERT = """
-    WITH changed AS (
-        INSERT INTO tasks (id, project, state, waiting_on, requester, assignee, requester_owner,
-            assignee_owner, deliverable_type, depends_on, packet, result, latest_checkpoint,
-            verification, version, input_digest, created_at, updated_at)
-        VALUES ($1, $2, $3, NULL, $4, $5, split_part($4, '/', 1), split_part($5, '/', 1), $6,
-            $7::text[], $8::jsonb, NULL, NULL, $9, 1, $10, now(), now())
-        ON CONFLICT (id) DO NOTHING
-        RETURNING *, NULL::text AS from_value
-    ),""" + appending(TASKS, "'created'", "NULL", "$11")
+# What `baton_hand_off` returns: one row per event, as `EVENTS_WITH_TASKS` reads them.
+_EVENT_ROW_TYPES = (
+    ("event_id", "bigint"),
+    ("event_kind", "text"),
+    ("event_name", "text"),
+    ("event_from", "text"),
+    ("event_actor", "text"),
+    ("event_reason", "text"),
+    ("id", "text"),
+    ("project", "text"),
+    ("state", "text"),
+    ("waiting_on", "text"),
+    ("requester", "text"),
+    ("assignee", "text"),
+    ("packet", "jsonb"),
+    ("result", "jsonb"),
+    ("latest_checkpoint", "jsonb"),
+    ("verification", "text"),
+    ("version", "integer"),
+    ("input_digest", "text"),
+    ("created_at", "timestamptz"),
+    ("updated_at", "timestamptz"),
+)
+HAND_OFF_FUNCTION = "baton_hand_off"
+
+
+def hand_off_function_sql() -> str:
+    """The server-side function that creates a task and makes the gate's move on it, as one
+    statement: the task row, its `created` event, then (when `move` is given) the change to
+    the position given and its `moved` event, under the log's lock; it returns the events with
+    the task as each left it, or nothing when the id exists. The guard trigger still checks the
+    row starts at the initial position and that the change is one the table lists; which
+    position that is, is the caller's to say, read off the table. One round trip, so the log's
+    lock is held from the first event to the commit and never across a client's turn.
+    A migration embeds what this returns."""
+    created_columns, created_values = event_row(
+        TASKS, "made", "'created'", "NULL", "NULL", "creator"
+    )
+    moved_columns, moved_values = event_row(
+        TASKS, "made", "'moved'", "gate_move", "gate_from", "mover"
+    )
+    returns = ",\n    ".join(f"{name} {kind}" for name, kind in _EVENT_ROW_TYPES)
+    return f"""
+CREATE OR REPLACE FUNCTION {HAND_OFF_FUNCTION}(
+    new_id text, new_project text, new_state text, new_requester text, new_assignee text,
+    new_deliverable_type text, new_depends_on text[], new_packet jsonb, new_verification text,
+    new_input_digest text, creator text, gate_move text, gate_state text,
+    gate_waiting_on text, mover text)
+RETURNS TABLE (
+    {returns})
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    made tasks;
+    gate_from text;
+BEGIN
+    INSERT INTO tasks (id, project, state, waiting_on, requester, assignee, requester_owner,
+        assignee_owner, deliverable_type, depends_on, packet, result, latest_checkpoint,
+        verification, version, input_digest, created_at, updated_at)
+    VALUES (new_id, new_project, new_state, NULL, new_requester, new_assignee,
+        split_part(new_requester, '/', 1), split_part(new_assignee, '/', 1),
+        new_deliverable_type, new_depends_on, new_packet, NULL, NULL, new_verification, 1,
+        new_input_digest, now(), now())
+    ON CONFLICT (id) DO NOTHING
+    RETURNING * INTO made;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock({TASKS.lock});
+    INSERT INTO {TASKS.events} ({created_columns})
+    VALUES ({created_values});
+    IF gate_move IS NOT NULL THEN
+        gate_from := made.state;
+        UPDATE tasks SET state = gate_state, waiting_on = gate_waiting_on,
+            version = tasks.version + 1, updated_at = now()
+        WHERE tasks.id = made.id
+        RETURNING * INTO made;
+        INSERT INTO {TASKS.events} ({moved_columns})
+        VALUES ({moved_values});
+    END IF;
+    RETURN QUERY {EVENTS_WITH_TASKS} WHERE e.task_id = made.id ORDER BY e.id;
+END
+$$;
+""".strip()
 
 
 @dataclass(frozen=True)
@@ -76,13 +150,27 @@ class NewTask:
     input_digest: str
 
 
-async def insert(conn: Connection, task: NewTask, actor: str) -> EventRecord | None:
-    """Create the task in its initial state with its `created` event; None if the id exists."""
-    row = await conn.fetchrow(
-        _INSERT,
+@dataclass(frozen=True)
+class GateMove:
+    """The move the gate makes on a new task, and the position it leads to."""
+
+    move: MoveName
+    to: Position[TaskState]
+
+
+async def create(
+    conn: Connection, task: NewTask, actor: str, gate: GateMove | None, mover: str
+) -> list[EventRecord]:
+    """Create the task in its initial state with its `created` event and, when `gate` is
+    given, make the gate's move (by `mover`) in the same statement; no events if the id
+    exists."""
+    to = gate.to.as_dict() if gate is not None else {}
+    rows = await conn.fetch(
+        f"SELECT * FROM {HAND_OFF_FUNCTION}"
+        "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         task.id,
         task.project,
-        TaskState.requested.value,
+        HANDOFF.initial.value,
         task.requester,
         task.assignee,
         task.packet["deliverable_type"],
@@ -91,8 +179,16 @@ async def insert(conn: Connection, task: NewTask, actor: str) -> EventRecord | N
         task.verification,
         task.input_digest,
         actor,
+        gate.move.value if gate is not None else None,
+        _value(to.get("state")),
+        _value(to.get("waiting_on")),
+        mover,
     )
-    return EventRecord.from_row(row) if row is not None else None
+    return [EventRecord.from_row(row) for row in rows]
+
+
+def _value(value: Any) -> str | None:
+    return None if value is None else str(value.value)
 
 
 # --- changes ------------------------------------------------------------------------------
