@@ -97,12 +97,18 @@ async def w3(db: Database, who: Principal, value: str, _: dict[str, Any]) -> dic
     return {"acceptTask": {"__typename": "MoveSuccess", "task": task}}
 
 
+# The gate rules each pool keeps, as a Baton process does.
+_RULES: dict[int, GateRules] = {}
+
+
 async def w4(db: Database, who: Principal, value: str, extra: dict[str, Any]) -> dict[str, Any]:
     packet = extra.get("packet", STORED_PACKET)
     requester, assignee = extra["requester"], extra["assignee"]
-    rules = await GateRules(db).of(assignee.split("/", 1)[0])
+    owner = assignee.split("/", 1)[0]
+    rules = _RULES.setdefault(id(db), GateRules(db))
+    ruleset = await rules.current(owner)
     decision = decide(
-        rules,
+        ruleset.rules,
         requester=requester,
         assignee=assignee,
         project=extra["project"],
@@ -110,7 +116,9 @@ async def w4(db: Database, who: Principal, value: str, extra: dict[str, Any]) ->
     )
     new = store.NewTask(value, extra["project"], requester, assignee, packet, "AUTO", value)
     async with db.connection() as conn:
-        events = await store.create(conn, new, who.handle, gate_move(decision), SYSTEM.handle)
+        events = await store.create(
+            conn, new, who.handle, gate_move(decision), SYSTEM.handle, (owner, ruleset.version)
+        )
     if not events:
         raise Refused(f"handOff {value} exists")
     event = events[-1]

@@ -16,8 +16,19 @@ import pytest
 
 from baton.access.principals import ADMIN, Principal
 from baton.protocol.task_object import ID_MAX_LENGTH as ID_MAX
+from baton.services import gate_rules
+from baton.services.gate_rules import GateRules
 from baton.services.tasks import TaskService
-from tests.helpers import PACKET_INPUT, World, agent, execute, execute_raw, owner, task_id_of
+from tests.helpers import (
+    PACKET_INPUT,
+    World,
+    agent,
+    counting_statements,
+    execute,
+    execute_raw,
+    owner,
+    task_id_of,
+)
 
 # --- GraphQL documents -----------------------------------------------------------------------
 
@@ -396,6 +407,38 @@ async def test_a_deleted_rule_no_longer_decides(service: TaskService, world: Wor
     assert await handed_off_state(service, world) == "rejected"
     await delete_rule(service, owner(world.asg_owner), rule["id"])
     assert await handed_off_state(service, world) == "waiting"
+
+
+async def test_a_rule_changed_through_another_server_decides_this_servers_next_hand_off(
+    service: TaskService, world: World
+) -> None:
+    """Each server keeps the rules it read; the hand-off's own statement checks they are still
+    current, so a rule set or deleted elsewhere applies at once."""
+    elsewhere = TaskService(service.db)
+    assert await handed_off_state(service, world) == "waiting"  # this server now keeps them
+    rule = await add_rule(elsewhere, world, decision="DENY")
+    assert await handed_off_state(service, world) == "rejected"
+    await add_rule(elsewhere, world, id=rule["id"], decision="ALLOW")
+    assert await handed_off_state(service, world) == "routed"
+    await delete_rule(elsewhere, owner(world.asg_owner), rule["id"])
+    assert await handed_off_state(service, world) == "waiting"
+
+
+async def test_a_server_keeps_a_bounded_number_of_rules(
+    service: TaskService, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gate_rules, "KEPT_RULES", 3)
+    rules = GateRules(service.db)
+    for i in range(3):
+        await add_rule(service, world, decision="DENY", priority=i)
+    kept = await rules.current(world.asg_owner)
+    assert len(kept.rules) == 3 and rules.kept == 1
+    for i in range(5):
+        await rules.current(f"{world.tag}-nobody-{i}")
+    assert rules.kept == 3  # the owner with three rules went first: at most three rules kept
+    with counting_statements() as statements:
+        assert await rules.current(world.asg_owner) == kept
+    assert statements() == 1  # read again: it was no longer kept
 
 
 async def test_an_agent_cannot_manage_gate_rules(service: TaskService, world: World) -> None:

@@ -31,6 +31,11 @@ def test_the_migrated_function_is_the_one_the_store_generates() -> None:
     )
 
 
+def _rules(world: World, version: int = 0) -> tuple[str, int]:
+    """The assignee owner's gate rules at `version` (0: an owner that never had a rule)."""
+    return (world.asg_owner, version)
+
+
 def _new(world: World, suffix: str) -> store.NewTask:
     return store.NewTask(
         id=f"{world.tag}-{suffix}",
@@ -48,7 +53,12 @@ async def test_a_held_hand_off_writes_both_events_with_the_task_as_each_left_it(
 ) -> None:
     async with db.connection() as conn:
         created, held = await store.create(
-            conn, _new(world, "held"), world.requester, gate_move(GateDecision.ASK), "system"
+            conn,
+            _new(world, "held"),
+            world.requester,
+            gate_move(GateDecision.ASK),
+            "system",
+            _rules(world),
         )
     assert (created.kind, created.to_state, created.actor) == (
         "created",
@@ -72,7 +82,7 @@ async def test_without_a_gate_move_the_task_stays_where_it_starts(
 ) -> None:
     async with db.connection() as conn:
         (created,) = await store.create(
-            conn, _new(world, "external"), world.requester, None, "system"
+            conn, _new(world, "external"), world.requester, None, "system", _rules(world)
         )
         stored = await store.load(conn, created.task_id)
     assert stored is not None and stored.state is TaskState.requested
@@ -81,8 +91,9 @@ async def test_without_a_gate_move_the_task_stays_where_it_starts(
 async def test_an_existing_id_writes_nothing(db: Database, world: World) -> None:
     new = _new(world, "twice")
     async with db.connection() as conn:
-        first = await store.create(conn, new, world.requester, gate_move(GateDecision.ALLOW), "s")
-        again = await store.create(conn, new, world.requester, gate_move(GateDecision.DENY), "s")
+        allow, deny = gate_move(GateDecision.ALLOW), gate_move(GateDecision.DENY)
+        first = await store.create(conn, new, world.requester, allow, "s", _rules(world))
+        again = await store.create(conn, new, world.requester, deny, "s", _rules(world))
         stored = await store.load(conn, new.id)
     assert [e.kind for e in first] == ["created", "moved"]
     assert again == []
@@ -105,7 +116,7 @@ async def test_the_guard_refuses_what_the_table_does_not_list(
         with pytest.raises(asyncpg.CheckViolationError, match=why):
             await conn.fetch(
                 f"SELECT * FROM {store.HAND_OFF_FUNCTION}($1, $2, $3, $4, $5, 'code', '{{}}', "
-                "$6, 'AUTO', 'd', $4, 'ROUTE', $7, NULL, 'system')",
+                "$6, 'AUTO', 'd', $4, 'ROUTE', $7, NULL, 'system', $8, 0)",
                 f"{world.tag}-{why.replace(' ', '-')}",
                 world.project,
                 state,
@@ -113,5 +124,45 @@ async def test_the_guard_refuses_what_the_table_does_not_list(
                 world.assignee,
                 packet(),
                 to,
+                world.asg_owner,
             )
         assert await store.load(conn, f"{world.tag}-{why.replace(' ', '-')}") is None
+
+
+async def _version(db: Database, owner: str) -> int:
+    version = await db.fetchval("SELECT version FROM gate_rule_versions WHERE owner = $1", owner)
+    return int(version or 0)
+
+
+async def test_every_change_of_an_owners_rules_counts(db: Database, world: World) -> None:
+    """Whoever changes the rules, and however: the trigger counts inserts, updates and
+    deletes, for both owners when a rule moves from one to another."""
+    other = f"o{world.tag}"
+    assert await _version(db, world.asg_owner) == 0
+    rule_id = await db.fetchval(
+        "INSERT INTO gate_rules (owner, requester, project, deliverable_types, decision, "
+        "priority) VALUES ($1, '*', '*', '{}', 'DENY', 1) RETURNING id",
+        world.asg_owner,
+    )
+    assert await _version(db, world.asg_owner) == 1
+    await db.execute("UPDATE gate_rules SET priority = 2 WHERE id = $1", rule_id)
+    assert await _version(db, world.asg_owner) == 2
+    await db.execute("UPDATE gate_rules SET owner = $2 WHERE id = $1", rule_id, other)
+    assert (await _version(db, world.asg_owner), await _version(db, other)) == (3, 1)
+    await db.execute("DELETE FROM gate_rules WHERE id = $1", rule_id)
+    assert (await _version(db, world.asg_owner), await _version(db, other)) == (3, 2)
+
+
+async def test_a_hand_off_decided_by_stale_rules_writes_nothing(db: Database, world: World) -> None:
+    await world.decide(GateDecision.DENY)  # the owner's rules are now at version 1
+    new = _new(world, "stale")
+    async with db.connection() as conn:
+        with pytest.raises(store.RulesChanged):
+            await store.create(
+                conn, new, world.requester, gate_move(GateDecision.ALLOW), "system", _rules(world)
+            )
+        assert await store.load(conn, new.id) is None
+        events = await store.create(
+            conn, new, world.requester, gate_move(GateDecision.DENY), "system", _rules(world, 1)
+        )
+    assert events[-1].to_state is TaskState.rejected

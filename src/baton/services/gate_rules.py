@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from baton.access.gate import GateDecision, GateRule, check_rule_globs
@@ -42,9 +44,61 @@ def _rule_owner(principal: Principal, owner: str | None) -> str:
     return principal.handle
 
 
+@dataclass(frozen=True)
+class Ruleset:
+    """An owner's rules in the order the gate tries them, at one version of them."""
+
+    owner: str
+    version: int
+    rules: tuple[GateRule, ...]
+
+
+# An owner's rules and their version, read together: one row per rule, or one with only the
+# version when the owner has none.
+_RULESET = f"""
+SELECT v.version, r.* FROM (
+    SELECT coalesce(max(version), 0) AS version FROM gate_rule_versions WHERE owner = $1
+) v LEFT JOIN (SELECT {_COLUMNS} FROM gate_rules WHERE owner = $1) r ON TRUE
+ORDER BY r.priority DESC, r.id
+"""
+KEPT_RULES = 10_000  # the most rules a server keeps, over all owners
+
+
 class GateRules:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._kept: OrderedDict[str, Ruleset] = OrderedDict()
+        self._kept_rules = 0
+
+    async def current(self, owner: str, *, fresh: bool = False) -> Ruleset:
+        """The owner's rules as this server last read them (or now, when `fresh`). They may be
+        stale: whoever acts on them checks the version in the same statement (see
+        `baton.store.tasks.hand_off_function_sql`)."""
+        kept = self._kept.get(owner)
+        if kept is not None and not fresh:
+            self._kept.move_to_end(owner)
+            return kept
+        rows = await self.db.fetch(_RULESET, owner)
+        ruleset = Ruleset(
+            owner, rows[0]["version"], tuple(_rule(r) for r in rows if r["id"] is not None)
+        )
+        self._keep(ruleset)
+        return ruleset
+
+    def _keep(self, ruleset: Ruleset) -> None:
+        old = self._kept.pop(ruleset.owner, None)
+        if old is not None:
+            self._kept_rules -= len(old.rules)
+        self._kept[ruleset.owner] = ruleset
+        self._kept_rules += len(ruleset.rules)
+        while self._kept_rules > KEPT_RULES or len(self._kept) > KEPT_RULES:
+            _, dropped = self._kept.popitem(last=False)
+            self._kept_rules -= len(dropped.rules)
+
+    @property
+    def kept(self) -> int:
+        """How many owners' rules this server keeps."""
+        return len(self._kept)
 
     async def of(self, owner: str) -> list[GateRule]:
         """An owner's rules in the order the gate tries them (higher priority first, older

@@ -26,6 +26,7 @@ from baton.errors import (
     InvalidInput,
     InvalidMove,
     NotFound,
+    Unavailable,
     VersionConflict,
 )
 from baton.protocol import task_object
@@ -44,8 +45,8 @@ from baton.protocol.handoff import (
     possible_moves,
 )
 from baton.protocol.task_object import DeliverableType
-from baton.services.gate_rules import GateRules
-from baton.services.lifecycle import Publish, until_applied
+from baton.services.gate_rules import GateRules, Ruleset
+from baton.services.lifecycle import RACE_RETRIES, Publish, until_applied
 from baton.store import tasks as store
 from baton.store.db import Connection, Database
 from baton.store.records import EventRecord, TaskRecord
@@ -189,23 +190,40 @@ class TaskService(TaskReader):
             verification=h.verification.value,
             input_digest=digest,
         )
-        # The gate reads the rules first: a rule that changes while the task is being created
-        # is one that changed just after it. The gate's move is the server's, made by the
-        # owner's rules: actor `system`.
-        gate = gate_move(await self._gate(h))
-        async with self.db.connection() as conn:
-            events = await store.create(conn, new, principal.handle, gate, SYSTEM.handle)
-            if not events:
-                existing = await store.load(conn, task_id)
-                if existing is None or existing.input_digest != digest:
-                    raise DuplicateTask(task_id)
-                return Outcome(existing, [])
-        return await self._committed(Outcome(events[-1].task, events))
+        # The gate decides by the assignee owner's rules as this server keeps them; the
+        # statement that creates the task checks they are still current, so a rule changed
+        # before the hand-off always applies (one that changes while the task is being created
+        # is one that changed just after it). The gate's move is the server's: actor `system`.
+        owner_rules = h.assignee.split("/", 1)[0]
+        fresh = False
+        for _ in range(RACE_RETRIES):
+            rules = await self.rules.current(owner_rules, fresh=fresh)
+            gate = gate_move(self._gate(rules, h))
+            try:
+                async with self.db.connection() as conn:
+                    events = await store.create(
+                        conn,
+                        new,
+                        principal.handle,
+                        gate,
+                        SYSTEM.handle,
+                        (owner_rules, rules.version),
+                    )
+                    if not events:
+                        existing = await store.load(conn, task_id)
+                        if existing is None or existing.input_digest != digest:
+                            raise DuplicateTask(task_id)
+                        return Outcome(existing, [])
+            except store.RulesChanged:
+                fresh = True
+                continue
+            return await self._committed(Outcome(events[-1].task, events))
+        raise Unavailable(f"the gate rules of {owner_rules} kept changing; try again")
 
-    async def _gate(self, h: HandOff) -> GateDecision:
-        owner = h.assignee.split("/", 1)[0]
+    @staticmethod
+    def _gate(rules: Ruleset, h: HandOff) -> GateDecision:
         return decide(
-            await self.rules.of(owner),
+            rules.rules,
             requester=h.requester,
             assignee=h.assignee,
             project=h.project,

@@ -119,6 +119,17 @@ class GateRuleRow(SQLModel, table=True):
     created_at: datetime = _ts(server_default=text("now()"))
 
 
+class GateRuleVersionRow(SQLModel, table=True):
+    """How often each owner's gate rules have changed, counted by a trigger on `gate_rules`: a
+    server may keep an owner's rules, and the hand-off checks in its own statement that they
+    are still the ones it decided by."""
+
+    __tablename__ = "gate_rule_versions"
+
+    owner: str = Field(sa_column=Column(Text, primary_key=True))
+    version: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
     __table_args__ = (

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import asyncpg
+
 from baton.access.principals import ROLES, Principal, PrincipalKind, Reach, owner_of
 from baton.errors import InvalidInput
 from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
@@ -77,6 +79,13 @@ _EVENT_ROW_TYPES = (
     ("updated_at", "timestamptz"),
 )
 HAND_OFF_FUNCTION = "baton_hand_off"
+# What `baton_hand_off` raises when the gate rules it was given a version of have changed since.
+RULES_CHANGED = "BT001"
+
+
+class RulesChanged(Exception):
+    """The assignee owner's gate rules changed after the caller read them: nothing was written;
+    decide again on the rules as they are now."""
 
 
 def hand_off_function_sql() -> str:
@@ -87,6 +96,10 @@ def hand_off_function_sql() -> str:
     row starts at the initial position and that the change is one the table lists; which
     position that is, is the caller's to say, read off the table. One round trip, so the log's
     lock is held from the first event to the commit and never across a client's turn.
+
+    The caller decided the gate's move by the assignee owner's rules at `rules_version` (see
+    `gate_rule_versions`); if they have changed since, nothing is written and the function
+    raises SQLSTATE `RULES_CHANGED`, so rules a server keeps are never acted on once stale.
     A migration embeds what this returns."""
     created_columns, created_values = event_row(
         TASKS, "made", "'created'", "NULL", "NULL", "creator"
@@ -100,7 +113,7 @@ CREATE OR REPLACE FUNCTION {HAND_OFF_FUNCTION}(
     new_id text, new_project text, new_state text, new_requester text, new_assignee text,
     new_deliverable_type text, new_depends_on text[], new_packet jsonb, new_verification text,
     new_input_digest text, creator text, gate_move text, gate_state text,
-    gate_waiting_on text, mover text)
+    gate_waiting_on text, mover text, rules_owner text, rules_version bigint)
 RETURNS TABLE (
     {returns})
 LANGUAGE plpgsql AS $$
@@ -109,6 +122,11 @@ DECLARE
     made tasks;
     gate_from text;
 BEGIN
+    IF coalesce((SELECT v.version FROM gate_rule_versions v WHERE v.owner = rules_owner), 0)
+        <> rules_version THEN
+        RAISE EXCEPTION 'baton: the gate rules of % changed', rules_owner
+            USING ERRCODE = '{RULES_CHANGED}';
+    END IF;
     INSERT INTO tasks (id, project, state, waiting_on, requester, assignee, requester_owner,
         assignee_owner, deliverable_type, depends_on, packet, result, latest_checkpoint,
         verification, version, input_digest, created_at, updated_at)
@@ -159,31 +177,43 @@ class GateMove:
 
 
 async def create(
-    conn: Connection, task: NewTask, actor: str, gate: GateMove | None, mover: str
+    conn: Connection,
+    task: NewTask,
+    actor: str,
+    gate: GateMove | None,
+    mover: str,
+    rules: tuple[str, int],
 ) -> list[EventRecord]:
     """Create the task in its initial state with its `created` event and, when `gate` is
     given, make the gate's move (by `mover`) in the same statement; no events if the id
-    exists."""
+    exists. `rules` is the owner and version of the gate rules `gate` was decided by;
+    `RulesChanged` when they are no longer current."""
     to = gate.to.as_dict() if gate is not None else {}
-    rows = await conn.fetch(
-        f"SELECT * FROM {HAND_OFF_FUNCTION}"
-        "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-        task.id,
-        task.project,
-        HANDOFF.initial.value,
-        task.requester,
-        task.assignee,
-        task.packet["deliverable_type"],
-        list(task.packet["depends_on"]),
-        task.packet,
-        task.verification,
-        task.input_digest,
-        actor,
-        gate.move.value if gate is not None else None,
-        _value(to.get("state")),
-        _value(to.get("waiting_on")),
-        mover,
-    )
+    try:
+        rows = await conn.fetch(
+            f"SELECT * FROM {HAND_OFF_FUNCTION}"
+            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+            task.id,
+            task.project,
+            HANDOFF.initial.value,
+            task.requester,
+            task.assignee,
+            task.packet["deliverable_type"],
+            list(task.packet["depends_on"]),
+            task.packet,
+            task.verification,
+            task.input_digest,
+            actor,
+            gate.move.value if gate is not None else None,
+            _value(to.get("state")),
+            _value(to.get("waiting_on")),
+            mover,
+            *rules,
+        )
+    except asyncpg.PostgresError as exc:
+        if exc.sqlstate == RULES_CHANGED:
+            raise RulesChanged(rules[0]) from exc
+        raise
     return [EventRecord.from_row(row) for row in rows]
 
 
