@@ -35,9 +35,9 @@ from graphql import (
 )
 from graphql.execution.values import VariableValues, get_argument_values
 from strawberry.schema.schema import Schema
-from strawberry.types.arguments import convert_arguments
 from strawberry.types.field import StrawberryField
 
+from baton.engine.arguments import field_converter
 from baton.engine.fields import collect
 from baton.engine.leaves import Serialize, serializer
 
@@ -133,6 +133,7 @@ class Compiler:
         self.variables = variables
         self._abstract: dict[GraphQLAbstractType, dict[type, GraphQLObjectType]] = {}
         self._serializers: dict[GraphQLNamedType, Serialize] = {}
+        self._converters: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
     def serializer(self, type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
         found = self._serializers.get(type_)
@@ -248,12 +249,12 @@ class Compiler:
         return self._convert(plan.strawberry, coerced)
 
     def _convert(self, sf: StrawberryField, coerced: dict[str, Any]) -> dict[str, Any]:
-        return convert_arguments(
-            coerced,
-            sf.arguments,
-            scalar_registry=self.strawberry.schema_converter.scalar_registry,
-            config=self.strawberry.config,
-        )
+        convert = self._converters.get(id(sf))
+        if convert is None:
+            registry = self.strawberry.schema_converter.scalar_registry
+            convert = field_converter(sf, registry, self.strawberry.config)
+            self._converters[id(sf)] = convert
+        return convert(coerced)
 
     def runtime_types(self, abstract: GraphQLAbstractType) -> dict[type, GraphQLObjectType]:
         """Python class -> object type, for values of a union or interface."""
