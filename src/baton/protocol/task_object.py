@@ -20,6 +20,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from baton.errors import InvalidInput
 from baton.protocol.handoff import TaskState, WaitingOn
+from baton.protocol.schema_predicate import Unsupported, Valid, compile_schema
 
 
 class DeliverableType(StrEnum):
@@ -130,16 +131,32 @@ def _pattern(
 _Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})  # type: ignore[no-untyped-call]
 
 
-@cache
-def _validator(name: str) -> Any:
+def _schema(name: str) -> Mapping[str, Any]:
     wholes = {
         "task": TASK_SCHEMA,
         "packet": PACKET_SCHEMA,
         "result": RESULT_SCHEMA,
         "checkpoint": CHECKPOINT_SCHEMA,
     }
-    schema = wholes[name] if name in wholes else _PROPS[name.removeprefix("property:")]
-    return _Validator(schema, format_checker=_formats)
+    found = wholes[name] if name in wholes else _PROPS[name.removeprefix("property:")]
+    return cast(Mapping[str, Any], found)
+
+
+@cache
+def _validator(name: str) -> Any:
+    return _Validator(_schema(name), format_checker=_formats)
+
+
+@cache
+def _valid(name: str) -> Valid:
+    """Whether a value is valid against schema `name`, compiled (see `schema_predicate`), or
+    `_validator`'s answer when the schema needs more than the compiler knows."""
+    try:
+        return compile_schema(
+            _schema(name), _formats.conforms, lambda pattern: ecma_pattern(pattern).search
+        )
+    except Unsupported:
+        return cast(Valid, _validator(name).is_valid)
 
 
 def camel(key: str) -> str:
@@ -179,6 +196,8 @@ def _explain(error: ValidationError) -> str:
 
 def check(schema: str, value: object, field: str) -> None:
     """Raise `InvalidInput` naming the first offending field, or return."""
+    if _valid(schema)(value):
+        return
     error = best_match(_validator(schema).iter_errors(value))
     if error is None:
         return
@@ -224,6 +243,8 @@ def task_id_for(owner: str, client_id: str, field: str = "id") -> str:
 
 def check_property(name: str, value: object, field: str) -> None:
     """Check one top-level property of the task object against its schema."""
+    if _valid(f"property:{name}")(value):
+        return
     error = best_match(_validator(f"property:{name}").iter_errors(value))
     if error is not None:
         raise InvalidInput(field, _explain(error))
