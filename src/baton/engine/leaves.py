@@ -7,10 +7,11 @@ else falls through to it, so errors and odd values behave as graphql-core's do.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+import orjson
 from graphql import GraphQLEnumType, GraphQLScalarType
 
 Serialize = Callable[[Any], Any]
@@ -43,5 +44,19 @@ def serializer(type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
             value if type(value) is int and _INT_MIN <= value <= _INT_MAX else slow(value)
         )
     if name == "DateTime":
-        return lambda value: value.isoformat() if type(value) is datetime else slow(value)
+        return _date_time(slow)
     return slow
+
+
+def _date_time(slow: Serialize) -> Serialize:
+    """`isoformat()`, as the scalar answers; for UTC times (all the store returns) orjson
+    writes the same text in a third of the time."""
+
+    def serialize(value: Any) -> Any:
+        if type(value) is datetime:
+            if value.tzinfo is UTC:
+                return orjson.dumps(value)[1:-1].decode()
+            return value.isoformat()
+        return slow(value)
+
+    return serialize

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
+
+E = TypeVar("E", bound=Enum)
+
+
+def _by_value(enum: type[E]) -> Callable[[Any], E]:
+    """`enum(value)` as a dict lookup: a row's values are known ones (the database's CHECK
+    constraints hold them), and this runs for every column of every row read."""
+    return {member.value: member for member in enum}.__getitem__
+
+
+_TASK_STATE = _by_value(TaskState)
+_WAITING_ON = _by_value(WaitingOn)
+_VERIFICATION = _by_value(Verification)
+_MOVE = _by_value(MoveName)
+_RUN_STATUS = _by_value(RunStatus)
+_RUN_PHASE = _by_value(RunPhase)
+_RUN_CHECKPOINT = _by_value(RunCheckpoint)
+_RUN_EVENT = _by_value(RunEvent)
 
 
 @dataclass(frozen=True)
@@ -35,14 +54,14 @@ class TaskRecord:
         return cls(
             id=row["id"],
             project=row["project"],
-            state=TaskState(row["state"]),
-            waiting_on=WaitingOn(waiting_on) if waiting_on else None,
+            state=_TASK_STATE(row["state"]),
+            waiting_on=_WAITING_ON(waiting_on) if waiting_on else None,
             requester=row["requester"],
             assignee=row["assignee"],
             packet=row["packet"],
             result=row["result"],
             latest_checkpoint=row["latest_checkpoint"],
-            verification=Verification(row["verification"]),
+            verification=_VERIFICATION(row["verification"]),
             version=row["version"],
             input_digest=row["input_digest"],
             created_at=row["created_at"],
@@ -74,8 +93,8 @@ class EventRecord:
             id=row["event_id"],
             kind=row["event_kind"],
             task_id=task.id,
-            move=MoveName(move) if move else None,
-            from_state=TaskState(from_state) if from_state else None,
+            move=_MOVE(move) if move else None,
+            from_state=_TASK_STATE(from_state) if from_state else None,
             to_state=task.state,
             actor=row["event_actor"],
             reason=row["event_reason"],
@@ -113,9 +132,9 @@ class RunRecord:
             project=row["project"],
             task_id=row["task_id"],
             title=row["title"],
-            status=RunStatus(row["status"]),
-            phase=RunPhase(row["phase"]),
-            checkpoint=RunCheckpoint(row["checkpoint"]),
+            status=_RUN_STATUS(row["status"]),
+            phase=_RUN_PHASE(row["phase"]),
+            checkpoint=_RUN_CHECKPOINT(row["checkpoint"]),
             questions=row["questions"],
             answers=row["answers"],
             pull_request_url=row["pull_request_url"],
@@ -150,8 +169,8 @@ class RunEventRecord:
             id=row["event_id"],
             kind=row["event_kind"],
             run_id=run.id,
-            event=RunEvent(name) if name else None,
-            from_status=RunStatus(before) if before else None,
+            event=_RUN_EVENT(name) if name else None,
+            from_status=_RUN_STATUS(before) if before else None,
             to_status=run.status,
             actor=row["event_actor"],
             details=row["event_details"],
