@@ -39,6 +39,14 @@ class TaskRow(SQLModel, table=True):
         Index("tasks_project_state_recent_idx", "project", "state", *_RECENT),
         Index("tasks_requester_owner_recent_idx", "requester_owner", *_RECENT),
         Index("tasks_assignee_owner_recent_idx", "assignee_owner", *_RECENT),
+        Index("tasks_requester_owner_project_recent_idx", "requester_owner", "project", *_RECENT),
+        Index(
+            "tasks_cross_owner_project_recent_idx",
+            "assignee_owner",
+            "project",
+            *_RECENT,
+            postgresql_where=text("assignee_owner <> requester_owner"),
+        ),
         Index("tasks_depends_on_idx", "depends_on", postgresql_using="gin"),
     )
 
@@ -72,7 +80,7 @@ class TaskEventRow(SQLModel, table=True):
 
     # Allocated under a transaction-level advisory lock, so ids follow commit order.
     id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
-    task_id: str = Field(sa_column=Column(Text, nullable=False))
+    task_id: str = Field(sa_column=Column(Text, ForeignKey("tasks.id"), nullable=False))
     kind: str = Field(sa_column=Column(Text, nullable=False))
     move: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     from_state: str | None = Field(default=None, sa_column=Column(Text, nullable=True))

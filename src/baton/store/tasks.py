@@ -307,14 +307,19 @@ async def load(conn: Connection, task_id: str) -> TaskRecord | None:
 
 def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
     """What `principal` may see, as disjoint conditions that each lead with an indexed owner
-    column: the tasks on its requester side, then those on its assignee side only."""
+    column: the tasks on its requester side, then those on its assignee side only.
+
+    An owner's assignee side is its cross-owner tasks, written `assignee_owner <>
+    requester_owner` (the same rows as `requester_owner <> owner` there) because that is the
+    predicate of the index that holds them by project."""
     if principal.kind is PrincipalKind.ADMIN:
         return ["TRUE"]
     if principal.kind is PrincipalKind.OWNER:
         owner = p(principal.handle)
         return [
             f"{table}.requester_owner = {owner}",
-            f"{table}.assignee_owner = {owner} AND {table}.requester_owner <> {owner}",
+            f"{table}.assignee_owner = {owner}"
+            f" AND {table}.assignee_owner <> {table}.requester_owner",
         ]
     agent, owner = p(principal.handle), p(owner_of(principal.handle))
     return [
