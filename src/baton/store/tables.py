@@ -30,6 +30,8 @@ def _optional_ts() -> Any:
 
 # Every listing is newest `updated_at` first, ties broken by id.
 _RECENT = (text("updated_at DESC"), text("id DESC"))
+# An owner sees its own hand-offs through the requester side; its assignee side is these.
+_CROSS = text("assignee_owner <> requester_owner")
 
 
 class TaskRow(SQLModel, table=True):
@@ -38,15 +40,17 @@ class TaskRow(SQLModel, table=True):
         Index("tasks_updated_idx", *_RECENT),
         Index("tasks_project_state_recent_idx", "project", "state", *_RECENT),
         Index("tasks_requester_owner_recent_idx", "requester_owner", *_RECENT),
-        Index("tasks_assignee_owner_recent_idx", "assignee_owner", *_RECENT),
         Index("tasks_requester_owner_project_recent_idx", "requester_owner", "project", *_RECENT),
+        Index("tasks_cross_owner_recent_idx", "assignee_owner", *_RECENT, postgresql_where=_CROSS),
         Index(
             "tasks_cross_owner_project_recent_idx",
             "assignee_owner",
             "project",
             *_RECENT,
-            postgresql_where=text("assignee_owner <> requester_owner"),
+            postgresql_where=_CROSS,
         ),
+        Index("tasks_requester_recent_idx", "requester", *_RECENT),
+        Index("tasks_assignee_recent_idx", "assignee", *_RECENT),
         Index("tasks_depends_on_idx", "depends_on", postgresql_using="gin"),
     )
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from baton.access.principals import ROLES, Principal, PrincipalKind, Reach, owner_of
+from baton.access.principals import ROLES, Principal, PrincipalKind, Reach
 from baton.errors import InvalidInput
 from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
 from baton.protocol.machine import Position
@@ -306,12 +306,12 @@ async def load(conn: Connection, task_id: str) -> TaskRecord | None:
 
 
 def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
-    """What `principal` may see, as disjoint conditions that each lead with an indexed owner
-    column: the tasks on its requester side, then those on its assignee side only.
+    """What `principal` may see, as disjoint conditions that each match an index ordered by
+    recency: the tasks on its requester side, then those on its assignee side only.
 
     An owner's assignee side is its cross-owner tasks, written `assignee_owner <>
     requester_owner` (the same rows as `requester_owner <> owner` there) because that is the
-    predicate of the index that holds them by project."""
+    predicate of the partial indexes that hold them. An agent's sides lead with its handle."""
     if principal.kind is PrincipalKind.ADMIN:
         return ["TRUE"]
     if principal.kind is PrincipalKind.OWNER:
@@ -321,11 +321,10 @@ def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
             f"{table}.assignee_owner = {owner}"
             f" AND {table}.assignee_owner <> {table}.requester_owner",
         ]
-    agent, owner = p(principal.handle), p(owner_of(principal.handle))
+    agent = p(principal.handle)
     return [
-        f"{table}.requester_owner = {owner} AND {table}.requester = {agent}",
-        f"{table}.assignee_owner = {owner} AND {table}.assignee = {agent}"
-        f" AND {table}.requester <> {agent}",
+        f"{table}.requester = {agent}",
+        f"{table}.assignee = {agent} AND {table}.requester <> {agent}",
     ]
 
 
