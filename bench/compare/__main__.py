@@ -16,6 +16,7 @@ import platform
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 
 from bench.server import raise_open_files_limit
 
@@ -51,6 +52,12 @@ def parse_args(argv: list[str] | None) -> Options:
         help="a PostgreSQL server to create the bench database on (superuser; default: "
         "$BATON_BENCH_DATABASE_URL, else an embedded PostgreSQL under /tmp)",
     )
+    p.add_argument(
+        "--logs",
+        type=Path,
+        help="keep the run's files (servers' logs, the PostGraphile install) in this folder; "
+        "by default they go in a temporary folder that is removed",
+    )
     a = p.parse_args(argv)
     try:
         workloads = _list(a.workloads, WORKLOADS, "workloads")
@@ -72,6 +79,7 @@ def parse_args(argv: list[str] | None) -> Options:
         concurrency=concurrency,
         baton_workers=a.baton_workers,
         database_url=a.database_url,
+        logs=a.logs,
     )
 
 

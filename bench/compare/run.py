@@ -48,6 +48,7 @@ class Options:
     concurrency: list[int]
     baton_workers: int
     database_url: str | None
+    logs: Path | None = None
 
 
 @dataclass
@@ -435,6 +436,9 @@ async def compare(options: Options, wrk_path: str) -> Outcome:
     outcome = Outcome()
     with tempfile.TemporaryDirectory(prefix="baton-compare-", dir="/tmp") as tmp:
         folder = Path(tmp)
+        if options.logs is not None:
+            folder = options.logs
+            folder.mkdir(parents=True, exist_ok=True)
         async with bench_database(options.database_url, "baton_compare") as (url, where):
             outcome.where = where
             progress(f"database on {where}")

@@ -37,7 +37,7 @@ from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.settings import Settings
 from baton.store import migrate
-from baton.store.db import Database, libpq_url
+from baton.store.db import Database, libpq_url, pool_share
 from baton.store.embedded import start_embedded
 from baton.store.records import EventRecord, RunEventRecord
 from baton.web.auth import TokenCache
@@ -129,8 +129,13 @@ class Front:
             await self.rest(scope, receive, send)
 
 
-def create_app(settings: Settings | None = None, *, run_migrations: bool = True) -> Front:
+def create_app(
+    settings: Settings | None = None, *, run_migrations: bool = True, processes: int = 1
+) -> Front:
+    """The ASGI app of one server process; `processes` of them share the database pool
+    (`BATON_DATABASE_POOL_SIZE`)."""
     settings = settings or Settings.from_env()
+    pool_size = pool_share(settings.database_pool_size, processes)
     runtime: dict[str, Runtime] = {}
 
     async def resolve(token: str) -> api_tokens.Grant | None:
@@ -147,7 +152,7 @@ def create_app(settings: Settings | None = None, *, run_migrations: bool = True)
         url = await asyncio.to_thread(database_url, settings)
         if run_migrations:
             await migrate.upgrade_url(url)
-        db = await Database.connect(url)
+        db = await Database.connect(url, max_size=pool_size)
         broadcast = Broadcast(backend=make_backend(settings.broadcast_url or libpq_url(url)))
         await broadcast.connect()
         hub = EventHub(db, broadcast, TASK_LOG, poll_interval=settings.poll_seconds)

@@ -278,7 +278,7 @@ def _run_server(
 
     from baton.app import create_app
 
-    app = create_app(settings, run_migrations=False)
+    app = create_app(settings, run_migrations=False, processes=args.workers)
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
     config = uvicorn.Config(
         app,
@@ -456,8 +456,8 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="server processes sharing the address (default 1; each has its own pool of 16 "
-        "database connections, and its own /metrics)",
+        help="server processes sharing the address (default 1; they share "
+        "BATON_DATABASE_POOL_SIZE connections, and each has its own /metrics)",
     )
     serve.set_defaults(run=_serve)
 

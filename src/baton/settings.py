@@ -48,6 +48,7 @@ class Settings:
     ws_init_timeout: float = 10.0
     max_unauthenticated_sockets: int = 1000
     token_check_seconds: float = 5.0
+    database_pool_size: int = 16
     metrics_token: str | None = None
     metrics_address: tuple[str, int] | None = None
     # Where `data_dir` came from: the variable, a `.baton` found above the working
@@ -283,6 +284,14 @@ VARIABLES = (
         "a revoked or expired token stops working within this many seconds (HTTP and "
         "open WebSockets, which are closed with 4403)",
         number(float, 0.1, 300),
+    ),
+    Variable(
+        "BATON_DATABASE_POOL_SIZE",
+        "database_pool_size",
+        "16",
+        "database connections one server opens at most, shared by its `--workers` processes "
+        "(each gets at least 2)",
+        number(int, 2, 1000),
     ),
     Variable(
         "BATON_METRICS_TOKEN",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Collection
 from datetime import timedelta
@@ -19,7 +20,7 @@ from baton.access.tokens import (
     revoke_token,
     working,
 )
-from baton.errors import InvalidInput
+from baton.errors import InvalidInput, Unavailable
 from baton.store.db import Database
 from baton.web.auth import TokenCache
 from tests.helpers import owner
@@ -129,3 +130,79 @@ async def test_the_cache_forgets_a_revoked_token_within_its_period() -> None:
     valid.clear()
     assert await cache.recheck(["baton_a"]) == set()
     assert await cache.principal("baton_a") is None  # forgotten at once by a re-check
+
+
+async def test_requests_that_miss_the_cache_together_share_one_look_up() -> None:
+    grant = Grant(1, owner("shared"), None)
+    lookups: list[str] = []
+    release = asyncio.Event()
+
+    async def resolve(token: str) -> Grant | None:
+        lookups.append(token)
+        await release.wait()
+        return grant
+
+    async def still(tokens: Collection[str]) -> set[str]:
+        return set(tokens)
+
+    cache = TokenCache(resolve, still)
+    waiting = [asyncio.create_task(cache.principal("baton_b")) for _ in range(20)]
+    await asyncio.sleep(0)
+    # One caller gives up; the others still get their answer from the shared look-up.
+    waiting[0].cancel()
+    release.set()
+    answers = await asyncio.gather(*waiting[1:])
+    assert answers == [grant.principal] * 19
+    assert lookups == ["baton_b"]
+    assert await cache.principal("baton_b") == grant.principal
+    assert lookups == ["baton_b"]  # and it is cached
+
+
+async def test_a_failed_look_up_fails_every_request_waiting_on_it_and_is_not_kept() -> None:
+    calls = 0
+
+    async def resolve(token: str) -> Grant | None:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0)
+        raise Unavailable("the database is away")
+
+    async def still(tokens: Collection[str]) -> set[str]:
+        return set()
+
+    cache = TokenCache(resolve, still)
+    results = await asyncio.gather(
+        *(cache.principal("baton_c") for _ in range(5)), return_exceptions=True
+    )
+    assert all(isinstance(r, Unavailable) for r in results) and calls == 1
+    with pytest.raises(Unavailable):
+        await cache.principal("baton_c")
+    assert calls == 2  # tried again, not answered from a failure
+
+
+async def test_a_stale_last_use_is_written_once_however_many_read_it(db: Database) -> None:
+    token = await create_token(db, owner(f"tok{secrets.token_hex(4)}"))
+    ident = await token_id(db, token)
+    await db.execute(
+        "UPDATE api_tokens SET last_used_at = now() - interval '1 hour' WHERE id = $1", ident
+    )
+    async with db.connection() as conn:
+        await conn.execute("CREATE TABLE IF NOT EXISTS test_token_writes (id bigint)")
+        await conn.execute(
+            "CREATE OR REPLACE FUNCTION test_count_token_write() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN INSERT INTO test_token_writes VALUES (NEW.id); "
+            "RETURN NEW; END $$"
+        )
+        await conn.execute(
+            f"CREATE TRIGGER test_token_writes_{ident} AFTER UPDATE ON api_tokens FOR EACH ROW "
+            f"WHEN (NEW.id = {ident}) EXECUTE FUNCTION test_count_token_write()"
+        )
+    try:
+        grants = await asyncio.gather(*(grant_for(db, token) for _ in range(8)))
+        assert all(g is not None for g in grants)
+        writes = await db.fetchval("SELECT count(*) FROM test_token_writes WHERE id = $1", ident)
+    finally:
+        await db.execute(f"DROP TRIGGER test_token_writes_{ident} ON api_tokens")
+        await db.execute("DROP TABLE test_token_writes")
+        await db.execute("DROP FUNCTION test_count_token_write()")
+    assert writes == 1

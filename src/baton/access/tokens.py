@@ -132,8 +132,12 @@ async def grant_for(db: Database, token: str) -> Grant | None:
         if row is None:
             return None
         if not row["fresh"]:
+            # Conditional: of servers that read the same stale time, one writes it.
             await conn.execute(
-                "UPDATE api_tokens SET last_used_at = now() WHERE id = $1", row["id"]
+                "UPDATE api_tokens SET last_used_at = now() WHERE id = $1 "
+                "AND (last_used_at IS NULL OR now() - last_used_at >= $2::interval)",
+                row["id"],
+                LAST_USED_EVERY,
             )
     return Grant(row["id"], Principal(PrincipalKind(row["kind"]), row["handle"]), row["expires_at"])
 

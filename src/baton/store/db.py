@@ -78,6 +78,16 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """Nothing to reset: pooled connections carry no session state."""
 
 
+def pool_share(total: int, processes: int) -> int:
+    """Each of `processes` processes' part of a `total` connection budget, 2 at least.
+
+    The budget is per server, not per process: on a small host, every extra connection is
+    one more PostgreSQL backend competing for the cores under load (2 workers x 16
+    connections on 2 cores queued 40 runnable tasks and stalled every query for up to a
+    second; bench/README.md)."""
+    return max(2, total // max(1, processes))
+
+
 class Database:
     def __init__(self, pool: asyncpg.Pool, *, acquire_timeout: float) -> None:
         self.pool = pool

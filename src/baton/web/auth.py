@@ -6,11 +6,15 @@ revocation commits; an expired one is refused at once (the expiry time is cached
 grant). Open WebSockets are re-checked on the same period by one sweep per process
 (`baton.web.graphql_ws`) and closed with 4403. Five seconds costs one indexed look-up per
 token per process every five seconds, and keeps a stolen token's useful life after
-revocation short.
+revocation short. When a token's entry runs out while many requests carry it, one look-up
+answers them all: a look-up per waiting request once stalled every request of both worker
+processes for half a second at 32 connections (`bench.compare` W1, p99 0.9 s -> see
+bench/README.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
@@ -46,24 +50,36 @@ class TokenCache:
         self._working = working
         self.check_seconds = check_seconds
         self._entries: OrderedDict[str, tuple[float, Grant]] = OrderedDict()
+        # Look-ups under way, by token: requests that miss together share one. As many as
+        # there are requests in flight, at most.
+        self._pending: dict[str, asyncio.Task[Grant | None]] = {}
 
     async def grant(self, token: str | None) -> Grant | None:
         """What `token` grants now (None: it does not work). May raise `Unavailable`."""
         if token is None:
             return None
-        now = time.monotonic()
         hit = self._entries.get(token)
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > time.monotonic():
             grant: Grant | None = hit[1]
         else:
-            grant = await self._resolve(token)
-            if grant is None:
-                self._entries.pop(token, None)
-            else:
-                self._remember(token, grant, now)
+            lookup = self._pending.get(token)
+            if lookup is None:
+                lookup = asyncio.ensure_future(self._look_up(token))
+                self._pending[token] = lookup
+                lookup.add_done_callback(lambda _: self._pending.pop(token, None))
+            # Shielded: a caller that goes away does not cancel the others' answer.
+            grant = await asyncio.shield(lookup)
         if grant is not None and grant.expired(datetime.now(UTC)):
             self._entries.pop(token, None)
             return None
+        return grant
+
+    async def _look_up(self, token: str) -> Grant | None:
+        grant = await self._resolve(token)
+        if grant is None:
+            self._entries.pop(token, None)
+        else:
+            self._remember(token, grant, time.monotonic())
         return grant
 
     async def principal(self, token: str | None) -> Principal | None:
