@@ -12,6 +12,10 @@ on the agent. These indexes keep the order (newest first) within exactly what a 
   `assignee_owner <> requester_owner` so the planner can use them;
 - an agent's requester side and assignee side.
 
+The GIN index on `depends_on` (who depends on a task) stops deferring its inserts to a pending
+list: every look-up scans that list in full until a vacuum merges it, and under a steady stream
+of hand-offs it grew enough to make a graph page's 100 look-ups cost more than the page.
+
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-01
@@ -48,9 +52,12 @@ def upgrade() -> None:
             name, "tasks", [*map(sa.text, columns), *RECENT], postgresql_where=CROSS_OWNER
         )
     op.drop_index("tasks_assignee_owner_recent_idx", table_name="tasks")
+    op.execute("ALTER INDEX tasks_depends_on_idx SET (fastupdate = off)")
+    op.execute("SELECT gin_clean_pending_list('tasks_depends_on_idx')")
 
 
 def downgrade() -> None:
+    op.execute("ALTER INDEX tasks_depends_on_idx RESET (fastupdate)")
     op.create_index(
         "tasks_assignee_owner_recent_idx", "tasks", [sa.text("assignee_owner"), *RECENT]
     )

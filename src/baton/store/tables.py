@@ -51,7 +51,13 @@ class TaskRow(SQLModel, table=True):
         ),
         Index("tasks_requester_recent_idx", "requester", *_RECENT),
         Index("tasks_assignee_recent_idx", "assignee", *_RECENT),
-        Index("tasks_depends_on_idx", "depends_on", postgresql_using="gin"),
+        # No pending list: a look-up would scan it whole until a vacuum (migration 0006).
+        Index(
+            "tasks_depends_on_idx",
+            "depends_on",
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ),
     )
 
     id: str = Field(sa_column=Column(Text, primary_key=True))
