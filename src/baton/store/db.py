@@ -81,10 +81,9 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 def pool_share(total: int, processes: int) -> int:
     """Each of `processes` processes' part of a `total` connection budget, 2 at least.
 
-    The budget is per server, not per process: on a small host, every extra connection is
-    one more PostgreSQL backend competing for the cores under load (2 workers x 16
-    connections on 2 cores queued 40 runnable tasks and stalled every query for up to a
-    second; bench/README.md)."""
+    The budget is per server, not per process: N workers with a pool of 16 each would open 16N
+    backends, more than a small database host can run at once, and adding workers should not
+    change what the database has to carry."""
     return max(2, total // max(1, processes))
 
 

@@ -7,9 +7,7 @@ grant). Open WebSockets are re-checked on the same period by one sweep per proce
 (`baton.web.graphql_ws`) and closed with 4403. Five seconds costs one indexed look-up per
 token per process every five seconds, and keeps a stolen token's useful life after
 revocation short. When a token's entry runs out while many requests carry it, one look-up
-answers them all: a look-up per waiting request once stalled every request of both worker
-processes for half a second at 32 connections (`bench.compare` W1, p99 0.9 s -> see
-bench/README.md).
+answers them all (it was one look-up, and a pool connection, per waiting request).
 """
 
 from __future__ import annotations
