@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from baton.access.gate import DECISION_MOVES, GateDecision, decide
-from baton.access.principals import SYSTEM, Principal, PrincipalKind
+from baton.access.principals import SYSTEM, Principal, PrincipalKind, owner_of
 from baton.errors import (
     DuplicateTask,
     Forbidden,
@@ -175,7 +175,7 @@ class TaskService(TaskReader):
         task_object.check_project(h.project)
         task_object.check_handle(h.requester, "requester")
         task_object.check_handle(h.assignee, "assignee")
-        owner = h.requester.split("/", 1)[0]
+        owner = owner_of(h.requester)
         task_id = _new_id() if h.id is None else task_object.task_id_for(owner, h.id)
         task_object.check("packet", h.packet, "packet")
         if not principal.acts_for(h.requester):
@@ -194,7 +194,7 @@ class TaskService(TaskReader):
         # statement that creates the task checks they are still current, so a rule changed
         # before the hand-off always applies (one that changes while the task is being created
         # is one that changed just after it). The gate's move is the server's: actor `system`.
-        owner_rules = h.assignee.split("/", 1)[0]
+        owner_rules = owner_of(h.assignee)
         fresh = False
         for _ in range(RACE_RETRIES):
             rules = await self.rules.current(owner_rules, fresh=fresh)
