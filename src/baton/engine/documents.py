@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from graphql import (
     DocumentNode,
@@ -50,6 +50,8 @@ from strawberry.extensions.query_depth_limiter import create_validator as depth_
 
 from baton.engine.limits import Limits
 from baton.storable import unstorable
+
+T = TypeVar("T")
 
 _NUL_ESCAPE = re.compile(r"\\u(?:0000|\{0+\})", re.IGNORECASE)
 
@@ -148,6 +150,11 @@ class DocumentCache:
                 _prepare, self.schema, self.limits, self.rules, text, self._by_tokens
             )
         return self._keep(text, tokens, prepared)
+
+    async def off_loop(self, work: Callable[[], T]) -> T:
+        """`work` on a worker thread, one at a time with the documents prepared there."""
+        async with self._off_loop:
+            return await asyncio.to_thread(work)
 
     def _hit(self, text: str) -> Prepared | None:
         hit = self._entries.get(text)

@@ -51,6 +51,7 @@ from baton.storable import unstorable
 log = logging.getLogger("baton.engine")
 
 MAX_VARIABLE_ERRORS = 20
+INLINE_VALUES = 200  # variables holding more are coerced on a worker thread
 INTROSPECTION = ("__schema", "__type")
 _MISSING: Any = object()
 
@@ -127,8 +128,11 @@ class Engine:
         return None if isinstance(operation, GraphQLError) else operation.operation
 
     async def _ready(self, request: Request) -> _Ready | Outcome:
+        values = 0
         if request.variables is not None:
-            reason = _too_many_values(request.variables, self.limits.max_variable_values)
+            limit = self.limits.max_variable_values
+            values = _count_values(request.variables, limit)
+            reason = f"variables: more than {limit} values" if values > limit else None
             reason = reason or unstorable(request.variables, "variables")
             if reason is not None:
                 return refused(refusal(reason))
@@ -138,12 +142,15 @@ class Engine:
         operation = prepared.operation(request.operation_name)
         if isinstance(operation, GraphQLError):
             return refused(operation)
-        coerced = get_variable_values(
+        coerce = partial(
+            get_variable_values,
             self.schema._schema,
             operation.variable_definitions or (),
             request.variables or {},
             max_errors=MAX_VARIABLE_ERRORS,
         )
+        # graphql-core coerces a value in some 20 µs: many are coerced off the event loop.
+        coerced = await self.documents.off_loop(coerce) if values > INLINE_VALUES else coerce()
         if isinstance(coerced, list):
             return refused(*(_as_input_error(e) for e in coerced))
         root_type = self.schema._schema.get_root_type(operation.operation)
@@ -389,21 +396,19 @@ def _too_large(limit: int, kind: OperationType, ran: list[str]) -> Outcome:
     return Outcome(None, [{"message": message, "extensions": extensions}])
 
 
-def _too_many_values(variables: dict[str, Any], limit: int) -> str | None:
-    """Whether `variables` hold more than `limit` values (each scalar, list and object counts
-    one), counted without recursion and stopping at the limit."""
+def _count_values(variables: dict[str, Any], limit: int) -> int:
+    """How many values `variables` hold (each scalar, list and object counts one), counted
+    without recursion and stopping past `limit`."""
     count = 0
     stack: list[Any] = [variables]
-    while stack:
+    while stack and count <= limit:
         value = stack.pop()
         count += 1
-        if count > limit:
-            return f"variables: more than {limit} values"
         if isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list):
             stack.extend(value)
-    return None
+    return count
 
 
 def _as_input_error(error: GraphQLError) -> GraphQLError:
