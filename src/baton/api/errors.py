@@ -46,6 +46,16 @@ class ForbiddenError(Error):
     pass
 
 
+@strawberry.type(
+    description="The caller does not hold the live lease of the claimed run it tried to drive "
+    "(`lease_lost`): the lease ran out (expired means lost, even before the sweeper moves the "
+    "run), another claim holds the run now, or `leaseId` names a lease that is not the current "
+    "one. Nothing was changed; stop working on the run."
+)
+class LeaseLostError(Error):
+    id: str = strawberry.field(description="The run.")
+
+
 @strawberry.type(description="`expectedVersion` differs from the task's version.")
 class VersionConflictError(Error):
     expected_version: int
@@ -73,6 +83,7 @@ AnyError = (
     | VersionConflictError
     | InvalidInputError
     | DuplicateTaskError
+    | LeaseLostError
 )
 
 
@@ -111,4 +122,6 @@ def to_error(exc: errors.BatonError) -> AnyError:
             return InvalidInputError(code=exc.code, message=exc.message, field=exc.field)
         case errors.DuplicateTask():
             return DuplicateTaskError(code=exc.code, message=exc.message, id=exc.id)
+        case errors.LeaseLost():
+            return LeaseLostError(code=exc.code, message=exc.message, id=exc.id)
     raise exc

@@ -219,5 +219,7 @@ class RunLeaseRow(SQLModel, table=True):
     __table_args__ = (Index("run_leases_expiry_idx", "expires_at"),)
 
     run_id: str = Field(sa_column=Column(Text, ForeignKey("runs.id"), primary_key=True))
+    # Drawn afresh by every claim: tells apart two claims by the same principal (migration 0007).
+    id: str = Field(sa_column=Column(Text, nullable=False))
     holder: str = Field(sa_column=Column(Text, nullable=False))
     expires_at: datetime = _ts()
