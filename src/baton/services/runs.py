@@ -122,8 +122,10 @@ class RunService:
 
     @staticmethod
     async def _visible(conn: Connection, principal: Principal, run_id: str) -> RunRecord:
-        run = await store.load(conn, run_id)
-        if run is None or not principal.may_see_run(run.owner):
+        # Visibility is checked by the statement: a run the caller may not see costs what a
+        # missing one costs, and answers the same.
+        run = await store.load_visible(conn, principal, run_id)
+        if run is None:
             raise NotFound("run", run_id)
         return run
 
@@ -193,11 +195,8 @@ class RunService:
         async with self.db.transaction() as conn:
             if task_id is not None:
                 task_object.check_task_id(task_id, "taskId")
-                task = await task_store.load(conn, task_id)
-                if task is None or not principal.sees(
-                    requester=task.requester, assignee=task.assignee
-                ):
-                    raise NotFound("task", task_id)
+                if not await task_store.visible_by_ids(conn, principal, [task_id]):
+                    raise NotFound("task", task_id)  # missing or not visible: one statement
             created = await store.insert(conn, new, principal.handle)
         return await self._committed(created.run, [created])
 

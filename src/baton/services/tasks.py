@@ -155,8 +155,10 @@ class TaskService(TaskReader):
 
     @staticmethod
     async def _visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord:
-        task = await store.load(conn, task_id)
-        if task is None or not principal.sees(requester=task.requester, assignee=task.assignee):
+        # Visibility is checked by the statement: a task the caller may not see costs what a
+        # missing one costs, and answers the same (ids like `alice_<id>` can be guessed).
+        task = await store.load_visible(conn, principal, task_id)
+        if task is None:
             raise NotFound("task", task_id)
         return task
 

@@ -11,6 +11,9 @@ only while the caller holds the live lease (and it is the one named, when a leas
 checked in the guarded statement itself. An expired lease is lost, even before the sweeper moves
 its run. Every statement that writes a lease locks the run's row first, so they queue behind each
 other in one order.
+
+Every statement that picks a run by id picks only a run the caller may see: a run it may not see
+is, to the statement and to the caller, a run that does not exist (nothing locked, nothing read).
 """
 
 from __future__ import annotations
@@ -202,9 +205,10 @@ async def change(
     expected_version: int | None = None,
     lease_id: str | None = None,
 ) -> RunEventRecord | None:
-    """Apply `change` to run `run_id` if every guard holds now; None when one does not."""
+    """Apply `change` to run `run_id` if every guard holds now; None when one does not (or
+    the caller may not see the run)."""
     p = Params()
-    select = f"id = {p(run_id)}"
+    select = f"id = {p(run_id)} AND {visible_sql(principal, p, 'runs')}"
     sql = _guarded(
         p, change, principal, select, expected_version=expected_version, lease_id=lease_id
     )
@@ -243,7 +247,7 @@ async def claim(
     `lease_id` for the caller; None when there is none to claim."""
     p = Params()
     if run_id is not None:
-        select, skip = f"id = {p(run_id)}", False
+        select, skip = f"id = {p(run_id)} AND {visible_sql(principal, p, 'runs')}", False
     else:
         statuses = p([s.value for s in CLAIMABLE])
         select = f"owner = {p(owner)} AND status = ANY({statuses}::text[])"
@@ -284,7 +288,10 @@ async def heartbeat(
     if lease_id is not None:
         may += f" AND l.id = {p(lease_id)}"
     sql = f"""
-    WITH r AS (SELECT id, owner, status FROM runs WHERE id = {p(run_id)} FOR UPDATE)
+    WITH r AS (
+        SELECT id, owner, status FROM runs
+        WHERE id = {p(run_id)} AND {visible_sql(principal, p, "runs")} FOR UPDATE
+    )
     UPDATE run_leases l SET expires_at = now() + {p(lease_seconds)} * interval '1 second'
     FROM r WHERE l.run_id = r.id AND r.status = '{CLAIMED.value}' AND l.expires_at > now()
         AND {may}
@@ -354,6 +361,15 @@ def visible_sql(principal: Principal, p: Params, table: str = "r") -> str:
 
 async def load(conn: Connection, run_id: str) -> RunRecord | None:
     row = await conn.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
+    return RunRecord.from_mapping(row) if row is not None else None
+
+
+async def load_visible(conn: Connection, principal: Principal, run_id: str) -> RunRecord | None:
+    """Run `run_id` if `principal` may see it. One statement whether the run is missing or
+    not visible, so neither answer nor cost says which."""
+    p = Params()
+    sql = f"SELECT * FROM runs r WHERE r.id = {p(run_id)} AND {visible_sql(principal, p)}"
+    row = await conn.fetchrow(sql, *p.values)
     return RunRecord.from_mapping(row) if row is not None else None
 
 
