@@ -296,15 +296,17 @@ VARIABLES = (
     Variable(
         "BATON_METRICS_TOKEN",
         "metrics_token",
-        "unset: no token",
-        "when set, GET /metrics needs `Authorization: Bearer <this value>`",
+        "unset: admin API tokens only",
+        "GET /metrics always needs a bearer token: an admin API token, or this value when set "
+        "(a token for the scraper alone)",
         text,
     ),
     Variable(
         "BATON_METRICS_ADDRESS",
         "metrics_address",
         "unset: the main port",
-        "HOST:PORT to serve /metrics on instead of the main address",
+        "HOST:PORT to serve /metrics on instead of the main address (the token is still "
+        "needed there)",
         address,
     ),
 )
