@@ -26,7 +26,7 @@ from baton.api.runs import Run, RunEventEntry, RunLease
 from baton.engine.cost import list_size
 from baton.protocol.logic import Keep
 from baton.protocol.pipeline import PIPELINE, RunEvent
-from baton.services.runs import RunOutcome
+from baton.services.runs import MAX_TITLE, RunOutcome
 from baton.store.runs import FENCED
 
 
@@ -174,13 +174,17 @@ RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
 @strawberry.input
 class CreateRunInput:
     project: str
-    title: str
+    title: str = strawberry.field(
+        description=f"At most {MAX_TITLE} characters, with at least one visible one (not only "
+        "whitespace, zero-width or format characters)."
+    )
     task_id: strawberry.ID | None = strawberry.field(
         default=None, description="A handoff task the run works on (one the caller can see)."
     )
     owner: str | None = strawberry.field(
         default=None,
-        description="Whose run it is: required for admin; otherwise the caller's owner.",
+        description="Whose run it is: required for admin (never the reserved handles `admin` "
+        "or `system`); otherwise the caller's owner.",
     )
 
 

@@ -207,7 +207,12 @@ _CHECKPOINT = Param(
 )
 _QUESTIONS = Param("questions", Kind.TEXT_LIST, description="What the owner must answer.")
 _ANSWERS = Param("answers", Kind.TEXT_LIST, description="The owner’s answers.")
-_URL = Param("url", Kind.URL, description="The pull request’s URL.")
+_URL = Param(
+    "url",
+    Kind.URL,
+    description="The pull request’s URL: http or https only (javascript:, data: and other "
+    "schemes are refused).",
+)
 _REASON = Param("reason", Kind.TEXT, description="Why the run failed.")
 
 

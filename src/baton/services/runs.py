@@ -181,12 +181,16 @@ class RunService:
         owner: str | None = None,
     ) -> RunOutcome:
         task_object.check_project(project)
-        if not title.strip() or len(title) > MAX_TITLE:
-            raise InvalidInput("title", f"must be 1 to {MAX_TITLE} characters, not only spaces")
+        if len(title) > MAX_TITLE:
+            raise InvalidInput("title", f"must be at most {MAX_TITLE} characters")
+        task_object.check_visible(title, "title")
+        reason = unstorable(title, "title")
+        if reason is not None:
+            raise InvalidInput("title", reason)
         if principal.is_admin:
             if owner is None:
                 raise InvalidInput("owner", "admin must name the owner whose run this is")
-            task_object.check_string(owner, task_object.OWNER_PATTERN, "owner", "an owner")
+            task_object.check_owner(owner)  # never `admin` or `system`: reserved handles
         elif owner is not None and owner != principal.owner:
             raise Forbidden("a run belongs to the owner of the principal that creates it")
         run_owner = owner if owner is not None else principal.owner
