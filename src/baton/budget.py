@@ -1,7 +1,8 @@
 """What one request may still load: a second line of defence behind the engine's cost check.
 
-The engine opens a budget for each request it runs; the store spends it as rows arrive. Outside
-a request (the hub, the sweeper, the CLI) no budget is open and nothing is counted.
+The engine opens a budget for each request it runs (rows, and bytes of JSON); the store spends
+it as rows arrive. Outside a request (the hub, the sweeper, the CLI) no budget is open and
+nothing is counted.
 """
 
 from __future__ import annotations
@@ -12,23 +13,30 @@ from collections.abc import Iterator
 
 from baton.errors import TooMuchWork
 
-_ROWS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "baton_row_budget", default=None
+# [rows left, bytes of JSON left]
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "baton_request_budget", default=None
 )
 
 
 @contextlib.contextmanager
-def row_budget(rows: int) -> Iterator[None]:
-    token = _ROWS.set([rows])
+def request_budget(rows: int, json_bytes: int) -> Iterator[None]:
+    token = _BUDGET.set([rows, json_bytes])
     try:
         yield
     finally:
-        _ROWS.reset(token)
+        _BUDGET.reset(token)
 
 
-def spend(rows: int) -> None:
-    budget = _ROWS.get()
+def spend(rows: int, json_bytes: int = 0) -> None:
+    budget = _BUDGET.get()
     if budget is not None:
         budget[0] -= rows
+        budget[1] -= json_bytes
         if budget[0] < 0:
             raise TooMuchWork("this request loaded more rows than one request may")
+        if budget[1] < 0:
+            raise TooMuchWork(
+                "this request loaded more data than one request may; ask for fewer items or "
+                "leave out large fields (packets, results, checkpoints, protocolObject)"
+            )

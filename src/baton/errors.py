@@ -5,6 +5,10 @@ from __future__ import annotations
 
 class BatonError(Exception):
     code = "error"
+    # True when the error is about the request as a whole (the database away, a budget spent),
+    # not the value a resolver was asked for: the engine does not retry such a failure of a
+    # batched field parent by parent.
+    request_wide = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -95,9 +99,11 @@ class Unavailable(BatonError):
     """The database cannot answer now (down, or every connection busy): try again later."""
 
     code = "unavailable"
+    request_wide = True
 
 
 class TooMuchWork(BatonError):
     """A request that got past the cost check still did more work than one request may."""
 
     code = "too_expensive"
+    request_wide = True

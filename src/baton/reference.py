@@ -43,8 +43,7 @@ def configuration_table() -> str:
 
 def limits_table() -> str:
     from baton.api.schema import schema
-    from baton.api.subscriptions import MAX_FILTER_VALUES
-    from baton.api.types import MAX_PAGE
+    from baton.api.types import MAX_FILTER_VALUES, MAX_PAGE
     from baton.engine.limits import DEFAULT_LIMITS
     from baton.web.graphql_ws import SocketLimits
 
@@ -64,13 +63,19 @@ def limits_table() -> str:
         *(
             (
                 ENGINE_LABELS.get(f.name, f.name.removeprefix("max_").replace("_", " ")),
-                f"{getattr(DEFAULT_LIMITS, f.name):,}",
+                _size(getattr(DEFAULT_LIMITS, f.name))
+                if f.name.endswith("_bytes")
+                else f"{getattr(DEFAULT_LIMITS, f.name):,}",
                 "`baton.engine.limits`",
             )
             for f in fields(DEFAULT_LIMITS)
         ),
         ("page size (`first`)", f"default {page}, at most {MAX_PAGE}", "`baton.api.types`"),
-        ("values per subscription filter list", str(MAX_FILTER_VALUES), "`baton.api`"),
+        (
+            "values per filter list (listings and subscriptions)",
+            str(MAX_FILTER_VALUES),
+            "`baton.api`",
+        ),
         (
             "operations (subscriptions) per WebSocket",
             f"{ws.max_operations} at once; past it an `error` for that operation",
@@ -101,9 +106,17 @@ ENGINE_LABELS = {
     "max_depth": "query depth",
     "max_aliases": "aliases per document",
     "max_tokens": "tokens per document",
+    "max_nesting": "fields nested, or fragment spreads chained, in a document (before validation)",
+    "max_same_name": "times one response name may be selected in one selection set, merged "
+    "fields and fragments included (before validation)",
     "max_cost": "worst-case values an operation may return (its cost, checked before it runs)",
     "max_rows": "rows one request may load (checked as it runs)",
     "max_seconds": "seconds one operation may run",
+    "max_loaded_bytes": "JSON one request may load from the database (checked as it runs; past "
+    "it `too_expensive`)",
+    "max_response_bytes": "one response, or one subscription event, as it is built (text, JSON "
+    "and keys; past it `too_expensive` and no `data`)",
+    "max_variable_values": "values in one request's variables (each scalar, list and object)",
 }
 
 RENDERERS = {"configuration": configuration_table, "limits": limits_table}

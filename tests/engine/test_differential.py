@@ -1,64 +1,46 @@
-"""The engine answers exactly what graphql-core's reference executor answers.
+"""The engine answers exactly what graphql-core's reference executor answers, on Baton's schema.
 
 Every document runs twice over the same data and principal: on the engine (compiled plans,
-batched levels) and on graphql-core's `execute` with the same Strawberry resolvers. Data must be
-equal, and errors equal as sets of (message, path, code) (graphql-core running sibling fields
-in document order, see `InDocumentOrder`). Hand-written documents cover fragments,
-aliases, directives, unions, interfaces, nulls and errors; hypothesis-graphql adds thousands of
-generated ones over every query field and argument.
+batched levels) and on graphql-core's `execute` with the same Strawberry resolvers (see
+`tests.engine.differential`). Data must be equal, and errors equal as lists (message,
+locations, path, code). Hand-written documents cover fragments, aliases, directives, unions,
+interfaces, nulls and errors, explicit nulls in variables, mutations with effects (each
+executor on its own twin of the same task) and subscriptions replayed from a cursor;
+hypothesis-graphql adds thousands of generated ones over every query field and argument. The
+edge cases Baton's resolvers never produce are in `test_differential_synthetic.py`.
 """
 
 from __future__ import annotations
 
-import inspect
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from graphql import StringValueNode, execute, parse
+from broadcaster import Broadcast
+from graphql import StringValueNode
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis_graphql import from_schema
 
-from baton.access.principals import Principal
+from baton.access.principals import ADMIN, Principal
+from baton.api.context import Context
 from baton.api.schema import schema
-from baton.engine.errors import formatted
+from baton.live.hub import EventHub
+from baton.live.logs import TASK_LOG
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.services.runs import RunService
 from baton.services.tasks import HandOff, TaskService
-from tests.helpers import ENGINE, World, agent, context, execute_raw, packet, task_id_of
-
-ErrorKey = tuple[str, tuple[str | int, ...], str]
-
-
-class InDocumentOrder(schema.execution_context_class):  # type: ignore[name-defined, misc]
-    """graphql-core's executor with sibling fields run one after another. When two failures
-    null the same position, graphql-core reports the one that arrives first, which for
-    concurrent fields is a matter of timing; the engine reports the first in document order,
-    which is what this executor makes graphql-core do too."""
-
-    def execute_fields(self, *args: Any) -> Any:
-        return self.execute_fields_serially(*args)
-
-
-async def reference(
-    service: TaskService, principal: Principal, query: str, variables: dict[str, Any] | None
-) -> tuple[Any, set[ErrorKey]]:
-    result = execute(
-        schema._schema,
-        parse(query),
-        context_value=context(principal, service),
-        variable_values=variables,
-        executor_class=InDocumentOrder,
-    )
-    if inspect.isawaitable(result):
-        result = await result
-    return result.data, _keys(formatted(result.errors or ()))
-
-
-def _keys(errors: list[dict[str, Any]]) -> set[ErrorKey]:
-    return {
-        (e["message"], tuple(e.get("path") or ()), e.get("extensions", {}).get("code", ""))
-        for e in errors
-    }
+from baton.store.records import EventRecord
+from tests.engine.differential import assert_same as differential_same
+from tests.engine.differential import (
+    our_stream,
+    ours,
+    reference,
+    reference_stream,
+    refused_by_baton_only,
+)
+from tests.helpers import ENGINE, World, agent, context, packet, task_id_of
 
 
 async def assert_same(
@@ -67,11 +49,10 @@ async def assert_same(
     query: str,
     variables: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    expected_data, expected_errors = await reference(service, principal, query, variables)
-    ours = await execute_raw(service, principal, query, variables)
-    assert ours.data == expected_data, query
-    assert _keys(ours.errors) == expected_errors, query
-    return ours.data
+    theirs = await reference(schema, query, variables, context(principal, service))
+    mine = await ours(ENGINE, query, variables, context(principal, service))
+    differential_same(mine, theirs, query)
+    return mine.get("data")
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +116,11 @@ DOCUMENTS = [
          name states { name description terminal initial note movesTo reachedFrom }
          moves { name from to mutation actor } } } }""",
     """{ gateRules { id owner requester project deliverableTypes decision priority } }""",
-    """{ tasks { edges { node { id events(after: "nope") { edges { cursor } } } } } }""",
+    """{ tasks { edges { node { id events(after: "1") { edges { cursor } } } } } }""",
     """{ tasks(filter: {states: [waiting, working], deliverableTypes: [doc]}) {
          edges { node { id state waitingOn } } } }""",
     """{ task(id: "no-such-task") { id } }""",
-    """{ tasks(after: "AAAA") { totalCount } }""",
+    # (arguments out of bounds are refused before execution: tests/api/test_executor_hardening)
 ]
 
 
@@ -213,8 +194,170 @@ async def test_generated_queries_answer_as_graphql_core_does(
     service: TaskService, graph: World, query: str, role: str
 ) -> None:
     assume(not ENGINE.documents.get(query).errors)  # within the limits, like every request
-    refused = await execute_raw(service, graph.roles[role], query)
-    # Refused before execution (a list argument out of bounds, over the cost budget): the
-    # reference executor has no such check; test_bad_input and test_cost cover these.
-    assume(not any({"budget", "field"} & e.get("extensions", {}).keys() for e in refused.errors))
+    mine = await ours(ENGINE, query, None, context(graph.roles[role], service))
+    # Refused before execution by an argument check or the cost budget: the reference
+    # executor has no such rules; test_bad_input and test_cost cover these.
+    assume(not refused_by_baton_only(mine))
     await assert_same(service, graph.roles[role], query)
+
+
+# --- explicit nulls where a non-null value is expected ---------------------------------------
+
+NULLS = [
+    ("query($first: Int) { tasks(first: $first) { totalCount } }", {"first": None}),
+    ("query($first: Int) { tasks(first: $first) { totalCount } }", {}),
+    (
+        "query($first: Int) { tasks(first: 2) { edges { node { id dependents(first: $first) "
+        "{ id } } } } }",
+        {"first": None},
+    ),
+    (
+        "query($first: Int) { tasks(first: 2) { edges { node { id events(first: $first) "
+        "{ totalCount } } } } }",
+        {"first": None},
+    ),
+    (
+        "query($s: Boolean = false) { tasks(first: 3) { totalCount edges { node { id "
+        "state @skip(if: $s) } } } }",
+        {"s": None},
+    ),
+    ("query($s: Boolean = true) { viewer { handle @include(if: $s) } }", {"s": None}),
+    (
+        "query($s: Boolean = true) { viewer @include(if: $s) { handle } protocol { "
+        "handoff { name } } }",
+        {"s": None},
+    ),
+    (
+        "query($s: Boolean = false) { tasks(first: 3) { edges { node { ... @skip(if: $s) { "
+        "id } packet { task } } } } }",
+        {"s": None},
+    ),
+    (
+        "query($d: Int, $id: ID!) { taskGraph(ids: [$id], depth: $d) { nodes { id } } }",
+        {"d": None, "id": "x"},
+    ),
+    ("query($st: TaskState) { tasks(filter: {states: [$st]}) { totalCount } }", {"st": None}),
+    (
+        "query($v: VerificationMode) { tasks(first: 1) { totalCount } a: viewer { kind } }",
+        {"v": None},
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "variables"), NULLS, ids=range(len(NULLS)))
+async def test_explicit_nulls_answer_as_graphql_core_does(
+    service: TaskService, graph: World, query: str, variables: dict[str, Any]
+) -> None:
+    await assert_same(service, graph.roles["requester_owner"], query, variables)
+
+
+# --- mutations with effects: each executor moves its own twin of one task --------------------
+
+MOVES = [
+    (
+        TaskState.routed,
+        "assignee",
+        """mutation($id: ID!) { acceptTask(input: {id: $id}) { __typename
+             ... on MoveSuccess { task { id state version allowedMoves } events { kind move
+             fromState toState actor } } ... on Error { code message } } }""",
+        {},
+    ),
+    (
+        TaskState.routed,
+        "assignee",
+        """mutation($id: ID!) { a: acceptTask(input: {id: $id}) { __typename }
+             b: startTask(input: {id: $id}) { ... on MoveSuccess { task { state version } } }
+             c: startTask(input: {id: $id}) { ... on InvalidStateError { code state move
+             allowedMoves } } }""",
+        {},
+    ),
+    (
+        TaskState.working,
+        "assignee",
+        """mutation($id: ID!, $n: Int) { a: pauseTask(input: {id: $id, waitingOn: human}) {
+             __typename }
+             bad: resumeTask(input: {id: $id}) { ... on MoveSuccess { task { dependents(
+             first: $n) { id } } } }
+             c: submitResult(input: {id: $id, result: {summary: "s", provenance:
+             agent_generated, evidence: [{kind: test_output, summary: "ok"}]}}) {
+             __typename } }""",
+        {"n": None},
+    ),
+    (
+        TaskState.verifying,
+        "requester",
+        """mutation($id: ID!) { sendBackTask(input: {id: $id, reason: "again"}) {
+             ... on MoveSuccess { task { state version result { summary } } events {
+             move reason } } ... on Error { code } } }""",
+        {},
+    ),
+    (
+        TaskState.working,
+        "outsider_owner",
+        """mutation($id: ID!) { pauseTask(input: {id: $id, waitingOn: agent}) { __typename
+             ... on Error { code message } } }""",
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(("state", "role", "query", "extra"), MOVES, ids=range(len(MOVES)))
+async def test_mutations_answer_and_act_as_graphql_core_does(
+    service: TaskService, state: TaskState, role: str, query: str, extra: dict[str, Any]
+) -> None:
+    world = World(service)
+    mine_task, their_task = await world.task_in(state), await world.task_in(state)
+    principal = world.roles[role]
+    mine = await ours(ENGINE, query, {"id": mine_task.id, **extra}, context(principal, service))
+    theirs = await reference(
+        schema, query, {"id": their_task.id, **extra}, context(principal, service)
+    )
+    as_theirs = json.loads(json.dumps(mine).replace(mine_task.id, their_task.id))
+    differential_same(as_theirs, theirs, query)
+    mine_after = await service.get(ADMIN, mine_task.id)
+    their_after = await service.get(ADMIN, their_task.id)
+    assert (mine_after.state, mine_after.version, mine_after.waiting_on) == (
+        their_after.state,
+        their_after.version,
+        their_after.waiting_on,
+    )
+
+
+# --- subscriptions, replayed from a cursor ------------------------------------------------------
+
+
+@pytest.fixture
+async def hub(service: TaskService) -> AsyncIterator[EventHub[EventRecord]]:
+    broadcast = Broadcast("memory://")
+    await broadcast.connect()
+    events: EventHub[EventRecord] = EventHub(service.db, broadcast, TASK_LOG, poll_interval=0.2)
+    await events.start()
+    yield events
+    await events.stop()
+    await broadcast.disconnect()
+
+
+SUBSCRIPTIONS = [
+    """subscription($ids: [ID!], $after: ID) { taskEvents(filter: {taskIds: $ids}, after:
+         $after) { id kind move fromState toState actor taskId task { id state version
+         allowedMoves packet { task } } } }""",
+    """subscription($ids: [ID!], $after: ID) { taskEvents(filter: {taskIds: $ids, kinds:
+         [moved]}, after: $after) { ... on TaskEvent { move task { dependencies { id } } } } }""",
+]
+
+
+@pytest.mark.parametrize("query", SUBSCRIPTIONS, ids=range(len(SUBSCRIPTIONS)))
+async def test_replayed_subscriptions_answer_as_graphql_core_does(
+    service: TaskService, hub: EventHub[EventRecord], query: str
+) -> None:
+    world = World(service)
+    task = await world.task_in(TaskState.verifying)
+    principal = world.roles["requester_owner"]
+    ctx = Context(principal, service, RunService(service.db), hub)
+    variables = {"ids": [task.id], "after": "0"}
+    # one event per version: `created` and every move; with `kinds: [moved]`, the moves alone
+    count = task.version - (1 if "kinds" in query else 0)
+    mine = await our_stream(ENGINE, query, variables, ctx, limit=count)
+    theirs = await reference_stream(schema, query, variables, ctx, limit=count)
+    assert len(mine) == count
+    assert mine == theirs

@@ -228,7 +228,10 @@ async def test_a_subscription_after_what_is_not_an_event_cursor_is_invalid_input
     await ws.subscribe(document, {"after": after})
     with pytest.raises(SubscriptionError) as refused:
         await ws.next()
-    errors = refused.value.args[0]
+    # refused before it starts: the operation's `error` message, with the errors
+    message = refused.value.args[0]
+    assert message["type"] == "error"
+    errors = message["payload"]
     assert [e["extensions"]["code"] for e in errors] == ["invalid_input"]
     assert errors[0]["message"].startswith("after:")
 

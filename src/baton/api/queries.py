@@ -13,6 +13,7 @@ from baton.api.inputs import TaskFilter
 from baton.api.protocol import Protocol
 from baton.api.runs import Run, RunConnection, RunEdge
 from baton.api.types import (
+    LISTING_ARGUMENTS,
     MAX_DEPENDENCIES,
     MAX_PAGE,
     GateRuleType,
@@ -23,7 +24,7 @@ from baton.api.types import (
     TaskEdge,
     check_page_size,
 )
-from baton.engine.cost import list_size
+from baton.engine.cost import at_most, between, checked, list_size
 from baton.errors import InvalidInput, NotFound
 from baton.protocol.pipeline import RunPhase, RunStatus
 from baton.services.gate_rules import MAX_RULES
@@ -96,7 +97,20 @@ class RunFilter:
         )
 
 
-@strawberry.type
+@strawberry.type(
+    description="Reads. Every operation (queries, mutations, subscriptions alike) is checked "
+    "before anything of it runs, and refused whole (`errors` with code `invalid_input`, and "
+    "no `data`) when its document breaks a limit (the README's Limits table: depth, aliases, "
+    "tokens, nesting, cost) or an argument is out of its bounds: a `first` or `depth` out of "
+    "range, more `ids` than allowed, an `after` that is not a cursor this server gave out, a "
+    "filter list with more than 100 values or a time off the calendar. What goes wrong while "
+    "it runs is a field error with its `path`, as the GraphQL spec has it; a variable given "
+    "an explicit null where the argument needs a value is one. Strings may not contain the "
+    "NUL character (U+0000), which PostgreSQL cannot store: a document or variables holding "
+    "one are refused whole. A response is built within a budget of bytes (16 MiB, text and "
+    "JSON counted as they are written): past it, the operation answers `too_expensive` and no "
+    "`data`."
+)
 class Query:
     @strawberry.field(description="A task the caller can see, or null.")
     async def task(self, info: Info[Context, None], id: strawberry.ID) -> Task | None:
@@ -108,7 +122,7 @@ class Query:
 
     @strawberry.field(
         description="Tasks the caller can see, newest `updatedAt` first. `first` is at most 100.",
-        metadata=list_size(MAX_PAGE, "first", 50),
+        metadata={**list_size(MAX_PAGE, "first", 50), **LISTING_ARGUMENTS},
     )
     async def tasks(
         self,
@@ -131,7 +145,10 @@ class Query:
         description="The dependency graph around `ids`, `depth` hops out (1 is one hop), of at "
         f"most `first` tasks (at most {MAX_GRAPH_NODES}; `truncated` says when it stopped "
         "there). Costs at most two SQL queries per hop, whatever the graph's size.",
-        metadata=list_size(MAX_GRAPH_NODES, "first", 200),
+        metadata={
+            **list_size(MAX_GRAPH_NODES, "first", 200),
+            **checked(depth=between(0, MAX_GRAPH_DEPTH), ids=at_most(MAX_GRAPH_ROOTS, "ids")),
+        },
     )
     async def task_graph(
         self,
@@ -177,7 +194,7 @@ class Query:
     @strawberry.field(
         description="Runs the caller can see (its owner's), newest `updatedAt` first. `first` "
         "is at most 100.",
-        metadata=list_size(MAX_PAGE, "first", 50),
+        metadata={**list_size(MAX_PAGE, "first", 50), **LISTING_ARGUMENTS},
     )
     async def runs(
         self,

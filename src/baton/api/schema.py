@@ -26,7 +26,15 @@ class BatonSchema(strawberry.Schema):
         return
 
 
-Mutation = create_type("Mutation", ALL_FIELDS)
+Mutation = create_type(
+    "Mutation",
+    ALL_FIELDS,
+    description="Changes, run one after another in document order. Expected failures are "
+    "members of each result union (`... on Error { code message }`). When a field error nulls "
+    "the whole response (a non-null field inside a result failing), the mutations after it "
+    "do not run: a change is never made that the response does not tell of. If a response "
+    "outgrows its byte budget, the `too_expensive` error names the mutations that ran.",
+)
 
 schema = BatonSchema(
     query=Query,

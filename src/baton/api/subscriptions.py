@@ -10,14 +10,18 @@ from strawberry.types import Info
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
 from baton.api.runs import RunEventEntry
-from baton.api.types import Task, TaskEvent, parse_event_cursor
+from baton.api.types import MAX_FILTER_VALUES, Task, TaskEvent, filter_problem, parse_event_cursor
+from baton.engine.cost import checked, parses
 from baton.errors import InvalidInput
 from baton.live.filters import EventFilter
 from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.protocol.handoff import HANDOFF, TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
 
-MAX_FILTER_VALUES = 100
+# Checked before the subscription starts (see `baton.engine.cost.checked`).
+EVENT_STREAM_ARGUMENTS = checked(
+    after=parses(lambda cursor: parse_event_cursor(cursor)), filter=filter_problem
+)
 
 
 @strawberry.input(description="All given conditions must hold; a list matches any of its items.")
@@ -76,7 +80,13 @@ class RunEventFilter:
         )
 
 
-@strawberry.type
+@strawberry.type(
+    description="Live events, over WebSocket (graphql-transport-ws and the legacy graphql-ws). "
+    "Arguments are checked before the subscription starts, as for queries. Each event is "
+    "built within the same budgets as a query's response; an event past one answers its own "
+    "`too_expensive` error and the stream goes on. When the source of events fails, the "
+    "operation ends with an `error` message carrying the errors."
+)
 class Subscription:
     @strawberry.subscription(
         name="taskEvents",
@@ -84,6 +94,7 @@ class Subscription:
         "With `after` (an event id), first every committed matching event after it, then live "
         "ones, with no gap and no duplicate. Without it, only events committed from now on. "
         "A WebSocket runs at most 100 operations (subscriptions) at once.",
+        metadata=EVENT_STREAM_ARGUMENTS,
     )
     async def task_events(
         self,
@@ -127,6 +138,7 @@ class Subscription:
         "With `after` (a run event id), first every committed matching event after it, then "
         "live ones, with no gap and no duplicate. Without it, only events committed from now "
         "on. Run event ids are their own sequence, apart from task events'.",
+        metadata=EVENT_STREAM_ARGUMENTS,
     )
     async def run_events(
         self,

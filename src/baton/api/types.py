@@ -14,14 +14,14 @@ from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
-from baton.engine.cost import list_size
+from baton.engine.cost import checked, list_size, parses
 from baton.engine.plans import batched
 from baton.errors import InvalidInput
 from baton.numbers import MAX_BIGINT, ascii_int
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
-from baton.store.tasks import Listed, encode_cursor
+from baton.store.tasks import Listed, decode_cursor, encode_cursor, storable_time
 
 if TYPE_CHECKING:
     from baton.api.runs import Run
@@ -29,6 +29,28 @@ if TYPE_CHECKING:
 MAX_PAGE = 100
 MAX_DEPENDENCIES = 20  # the seed's bound on `packet.depends_on`
 MAX_EVIDENCE = 20  # the seed's bound on `result.evidence`
+
+
+MAX_FILTER_VALUES = 100
+
+
+def filter_problem(value: Any) -> str | None:
+    """What is wrong with a filter argument (its coerced value, GraphQL names), checked before
+    the operation runs: a list with too many values, a time off the calendar."""
+    for name, item in (value or {}).items():
+        if isinstance(item, list) and len(item) > MAX_FILTER_VALUES:
+            return f"`{name}` holds more than {MAX_FILTER_VALUES} values"
+        if isinstance(item, datetime):
+            try:
+                storable_time(item, name)
+            except InvalidInput:
+                return f"`{name}` is outside the supported date range"
+    return None
+
+
+# Arguments checked before the operation runs (see `baton.engine.cost.checked`).
+EVENT_PAGE_ARGUMENTS = checked(after=parses(lambda cursor: parse_event_cursor(cursor)))
+LISTING_ARGUMENTS = checked(after=parses(decode_cursor), filter=filter_problem)
 
 
 def check_page_size(first: int) -> None:
@@ -257,7 +279,11 @@ class Task:
 
     @strawberry.field(
         description="This task's events, oldest first.",
-        metadata={**batched(events_of), **list_size(MAX_PAGE, "first", 50)},
+        metadata={
+            **batched(events_of),
+            **list_size(MAX_PAGE, "first", 50),
+            **EVENT_PAGE_ARGUMENTS,
+        },
     )
     async def events(
         self, info: Info[Context, None], first: int = 50, after: str | None = None

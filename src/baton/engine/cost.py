@@ -1,17 +1,28 @@
-"""The worst-case cost of an operation, computed before it runs.
+"""The worst-case cost of an operation, and its arguments' checks, before it runs.
 
 Depth, alias and token limits bound a document's size, not the work it asks for: a few nested
 lists multiply. Every list field of the schema has a bound — its `first` argument (itself
-bounded) where it takes one, else a documented maximum (`ListSize` in the field's metadata; the
-introspection is counted as it runs instead) — and an operation's cost is the number of values
-its response can hold at most: each field counts one, a list's items count as often as the list
-can be long. An operation over `Limits.max_cost` is refused before anything runs, with the
-budget and the estimate; so is a `first` outside its bounds.
+bounded) where it takes one, else a documented maximum (`ListSize` in the field's metadata) —
+and an operation's cost is the number of values its response can hold at most: each field
+counts one, a list's items count as often as the list can be long. Introspection (`__schema`,
+`__type`) is counted exactly: the schema is at hand, so its lists' lengths are known. An
+operation over `Limits.max_cost` is refused before anything runs, with the budget and the
+estimate; the count stops as soon as it passes the budget, so refusing costs no more than
+accepting.
+
+The same walk checks every argument that a field declares a check for (`checked`): a `first`
+outside its bounds, a `depth` out of range, an `after` that is no cursor. Such a request is
+refused before anything runs, as a whole, like a document over the depth limit: a client learns
+of a bad argument before any part of its operation has run (a mutation included).
+
+A value the walk cannot read — an argument or a directive given an explicit null where its type
+forbids one — is counted at its maximum and left to execution, which reports it as a field
+error with its path, as graphql-core does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -31,13 +42,22 @@ from graphql import (
     is_composite_type,
 )
 from graphql.execution.values import VariableValues, get_argument_values
-from graphql.type.introspection import TypeNameMetaFieldDef
+from graphql.type.introspection import (
+    SchemaMetaFieldDef,
+    TypeMetaFieldDef,
+    TypeNameMetaFieldDef,
+)
 
 from baton.engine.fields import collect
 from baton.engine.plans import DEFINITION
 
-# Key in a Strawberry field's `metadata`: its `ListSize` (see `list_size`).
+# Keys in a Strawberry field's `metadata`: its `ListSize` (see `list_size`), and the checks of
+# its arguments (see `checked`).
 LIST_SIZE = "baton.list_size"
+ARGUMENT_CHECKS = "baton.argument_checks"
+
+# A check of one argument's value: what is wrong with it, or None.
+Check = Callable[[Any], str | None]
 
 
 @dataclass(frozen=True)
@@ -63,32 +83,103 @@ def list_size(
     return {LIST_SIZE: ListSize(maximum, argument, default, per_page)}
 
 
+def checked(**checks: Check) -> dict[str, Any]:
+    """Field metadata: checks of the field's arguments (by GraphQL name), run before the
+    operation runs (see the module docstring). A check sees every value but null."""
+    return {ARGUMENT_CHECKS: checks}
+
+
+def between(low: int, high: int) -> Check:
+    """A check: an integer from `low` to `high`."""
+
+    def check(value: Any) -> str | None:
+        return None if low <= value <= high else f"must be between {low} and {high}"
+
+    return check
+
+
+def at_most(count: int, what: str = "values") -> Check:
+    """A check: a list of at most `count` items."""
+
+    def check(value: Any) -> str | None:
+        return None if len(value) <= count else f"at most {count} {what}"
+
+    return check
+
+
+def parses(parse: Callable[[Any], object]) -> Check:
+    """A check: `parse(value)` accepts it (raising `BatonError`, or ValueError, when not)."""
+
+    def check(value: Any) -> str | None:
+        try:
+            parse(value)
+        except Exception as exc:  # the parser's own words say what is wrong
+            message = getattr(exc, "message", None) or str(exc)
+            return message.split(": ", 1)[-1] if ": " in message else message
+        return None
+
+    return check
+
+
 class CostRefusal(GraphQLError):
-    """Refused before execution: a list argument out of bounds, or over the cost budget."""
+    """Refused before execution: an argument that fails its check, or over the cost budget."""
 
     def __init__(self, message: str, **extensions: Any) -> None:
         super().__init__(message, extensions={"code": "invalid_input", **extensions})
 
 
+class _OverBudget(Exception):
+    """The count passed the budget: stop counting."""
+
+
+def _metadata(definition: GraphQLField) -> Mapping[str, Any]:
+    sf = (definition.extensions or {}).get(DEFINITION)
+    return cast(Mapping[str, Any], getattr(sf, "metadata", None) or {})
+
+
 def _bound(definition: GraphQLField) -> object:
     """The `list_size` metadata of a field, if it has any."""
-    sf = (definition.extensions or {}).get(DEFINITION)
-    return cast(Mapping[str, Any], getattr(sf, "metadata", None) or {}).get(LIST_SIZE)
+    return _metadata(definition).get(LIST_SIZE)
+
+
+@dataclass(frozen=True)
+class _Info:
+    """What graphql-core's introspection resolvers read of their `info`."""
+
+    schema: GraphQLSchema
+
+
+@dataclass
+class _Walk:
+    fragments: Mapping[str, FragmentDefinitionNode]
+    variables: VariableValues
+    # Introspection's count, and where it stops (see `CostModel._introspection`).
+    spent: int = 0
+    budget: int = 0
+
+    def spend(self, count: int) -> None:
+        self.spent += count
+        if self.spent > self.budget:
+            raise _OverBudget
 
 
 class CostModel:
     def __init__(self, schema: GraphQLSchema, *, default_list: int = 100) -> None:
         self.schema = schema
         self.default_list = default_list
-        # The only arguments a cost reads (`first`): with the same values for the variables
-        # given to them (and to @skip/@include), an operation's cost is the same.
-        self.size_arguments = frozenset(
-            bound.argument
-            for type_ in schema.type_map.values()
-            if isinstance(type_, GraphQLObjectType)
-            for definition in type_.fields.values()
-            if isinstance(bound := _bound(definition), ListSize) and bound.argument is not None
-        )
+        self._info = _Info(schema)
+        # The only arguments a cost reads (`first`) or checks: with the same values for the
+        # variables given to them (and to @skip/@include), an operation's cost is the same.
+        names: set[str] = set()
+        for type_ in schema.type_map.values():
+            if not isinstance(type_, GraphQLObjectType):
+                continue
+            for definition in type_.fields.values():
+                bound = _bound(definition)
+                if isinstance(bound, ListSize) and bound.argument is not None:
+                    names.add(bound.argument)
+                names.update(_metadata(definition).get(ARGUMENT_CHECKS) or ())
+        self.size_arguments = frozenset(names)
 
     def check(
         self,
@@ -98,12 +189,15 @@ class CostModel:
         variables: VariableValues,
         budget: int,
     ) -> int:
-        """The operation's worst-case cost, or `CostRefusal`."""
-        cost = self._selection(operation_type, [selection_set], fragments, variables, None)
+        """The operation's worst-case cost, or `CostRefusal` (over the budget, or an
+        argument that fails its check)."""
+        walk = _Walk(fragments, variables)
+        cost = self._selection(walk, operation_type, [selection_set], None, budget)
         if cost > budget:
             raise CostRefusal(
-                f"This operation could return up to {cost} values; the budget is {budget}. "
-                "Ask for fewer items (`first`) or fewer nested lists.",
+                f"This operation could return more than {budget} values, the budget "
+                f"(counted up to {cost} before stopping). Ask for fewer items (`first`) or "
+                "fewer nested lists.",
                 budget=budget,
                 estimate=cost,
             )
@@ -111,62 +205,86 @@ class CostModel:
 
     def _selection(
         self,
+        walk: _Walk,
         type_: GraphQLObjectType,
         selection_sets: list[SelectionSetNode],
-        fragments: Mapping[str, FragmentDefinitionNode],
-        variables: VariableValues,
         page: int | None,
+        limit: int,
     ) -> int:
+        """The selection's cost, or any number over `limit` once it is known to be."""
         total = 0
-        for nodes in collect(self.schema, fragments, type_, selection_sets, variables).values():
-            total += self._field(type_, nodes, fragments, variables, page)
+        fields = collect(self.schema, walk.fragments, type_, selection_sets, walk.variables, True)
+        for nodes in fields.values():
+            total += self._field(walk, type_, nodes, page, limit - total)
+            if total > limit:
+                break
         return total
 
     def _field(
         self,
+        walk: _Walk,
         parent: GraphQLObjectType,
         nodes: list[FieldNode],
-        fragments: Mapping[str, FragmentDefinitionNode],
-        variables: VariableValues,
         page: int | None,
+        limit: int,
     ) -> int:
         """One field: 1, plus its items' cost as often as the list can be long. A field that
         is not a list but declares a size (a connection's `first`) passes it down as the page
         size of the lists inside it (the connection's `edges`)."""
         node = nodes[0]
-        if node.name.value in ("__schema", "__type"):
-            return 1  # introspection is counted as it runs (see `IntrospectionBudget`)
-        definition = _definition(self.schema, parent, node.name.value)
+        name = node.name.value
+        if name in ("__schema", "__type"):
+            return self._introspection(walk, nodes, limit)
+        definition = _definition(self.schema, parent, name)
+        arguments = self._arguments(definition, node, walk.variables)
         named = get_named_type(definition.type)
         if not is_composite_type(named):
             return 1
         lists = _list_depth(definition.type)
-        declared = self._size(parent, definition, node, variables, page)
+        declared = self._size(definition, arguments, page)
         if lists:
             size = declared if declared is not None else page
             size = size if size is not None else self.default_list
             inner = None
         else:
             size, inner = 1, declared
+        repeat = size**lists
+        if repeat == 0:
+            return 1
         selection_sets = [n.selection_set for n in nodes if n.selection_set]
         possible = (
             self.schema.get_possible_types(named)
             if is_abstract_type(named)
             else [cast(GraphQLObjectType, named)]
         )
+        child_limit = max(0, limit - 1) // repeat
         child = max(
-            (self._selection(t, selection_sets, fragments, variables, inner) for t in possible),
+            (self._selection(walk, t, selection_sets, inner, child_limit) for t in possible),
             default=0,
         )
-        return 1 + int(size**lists * child)
+        return 1 + int(repeat * child)
+
+    def _arguments(
+        self, definition: GraphQLField, node: FieldNode, variables: VariableValues
+    ) -> dict[str, Any] | None:
+        """The field's arguments, checked; None when they cannot be read (see the module
+        docstring: execution reports that)."""
+        if not definition.args:
+            return {}
+        try:
+            arguments = get_argument_values(definition, node, variables)
+        except GraphQLError:
+            return None
+        checks: Mapping[str, Check] = _metadata(definition).get(ARGUMENT_CHECKS) or {}
+        for argument, check in checks.items():
+            value = arguments.get(argument)
+            problem = None if value is None else check(value)
+            if problem is not None:
+                raise CostRefusal(f"{argument}: {problem}", field=argument)
+        return arguments
 
     def _size(
-        self,
-        parent: GraphQLObjectType,
-        definition: GraphQLField,
-        node: FieldNode,
-        variables: VariableValues,
-        page: int | None,
+        self, definition: GraphQLField, arguments: dict[str, Any] | None, page: int | None
     ) -> int | None:
         """The declared bound of the field's lists; None when it declares none."""
         bound = _bound(definition)
@@ -176,8 +294,10 @@ class CostModel:
             return int(min(bound.maximum, page * bound.per_page))
         if bound.argument is None:
             return bound.maximum
-        value = get_argument_values(definition, node, variables).get(bound.argument)
+        value = None if arguments is None else arguments.get(bound.argument)
         if value is None:
+            if arguments is None:
+                return bound.maximum
             return bound.default if bound.default is not None else bound.maximum
         if not 0 <= value <= bound.maximum:
             raise CostRefusal(
@@ -186,25 +306,56 @@ class CostModel:
             )
         return int(value)
 
+    # --- introspection, counted exactly -------------------------------------------------------
 
-class IntrospectionBudget:
-    """graphql-core middleware for introspection, which has no static bound worth the name (a
-    type's fields' types' fields …): it counts resolved fields and refuses past the budget.
-    The schema never changes, so an introspection that fits runs once and is cached."""
+    def _introspection(self, walk: _Walk, nodes: list[FieldNode], limit: int) -> int:
+        """What `__schema` or `__type` answers, counted value by value on the schema itself
+        with graphql-core's own introspection resolvers, stopping past `limit`."""
+        definition = SchemaMetaFieldDef if nodes[0].name.value == "__schema" else TypeMetaFieldDef
+        walk.spent, walk.budget = 0, limit
+        try:
+            walk.spend(1)
+            value = self._resolve(walk, definition, nodes[0], None)
+            named = get_named_type(definition.type)
+            if value is not None:
+                self._introspect(walk, cast(GraphQLObjectType, named), value, nodes)
+        except _OverBudget:
+            pass
+        return walk.spent
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.spent = 0
+    def _resolve(self, walk: _Walk, definition: GraphQLField, node: FieldNode, source: Any) -> Any:
+        try:
+            arguments = get_argument_values(definition, node, walk.variables)
+        except GraphQLError:
+            return None  # execution reports it; nothing under it is produced
+        assert definition.resolve is not None, "every introspection field resolves"
+        return definition.resolve(source, self._info, **arguments)
 
-    def resolve(self, next_: Any, root: Any, info: Any, **args: Any) -> Any:
-        self.spent += 1
-        if self.spent > self.budget:
-            raise CostRefusal(
-                f"This introspection returns more than {self.budget} values, the budget.",
-                budget=self.budget,
-                estimate=self.spent,
-            )
-        return next_(root, info, **args)
+    def _introspect(
+        self, walk: _Walk, type_: GraphQLObjectType, value: Any, nodes: list[FieldNode]
+    ) -> None:
+        selection_sets = [n.selection_set for n in nodes if n.selection_set]
+        fields = collect(self.schema, walk.fragments, type_, selection_sets, walk.variables, True)
+        for field_nodes in fields.values():
+            name = field_nodes[0].name.value
+            walk.spend(1)
+            if name == "__typename":
+                continue
+            definition = type_.fields[name]
+            named = get_named_type(definition.type)
+            lists = _list_depth(definition.type)
+            if not lists and not is_composite_type(named):
+                continue
+            resolved = self._resolve(walk, definition, field_nodes[0], value)
+            if resolved is None:
+                continue
+            items = list(resolved) if lists else [resolved]
+            if lists:
+                walk.spend(len(items))
+            if is_composite_type(named):
+                for item in items:
+                    if item is not None:
+                        self._introspect(walk, cast(GraphQLObjectType, named), item, field_nodes)
 
 
 def _definition(schema: GraphQLSchema, parent: GraphQLObjectType, name: str) -> GraphQLField:

@@ -65,6 +65,13 @@ def _positions(path: Path) -> list[tuple[str | int, ...]]:
     return [keys[:n] for n in range(len(keys), -1, -1)]
 
 
+class ResponseTooLarge(Exception):
+    """The response outgrew its byte budget: the execution stops and answers no data.
+
+    Raised only while completing values, where no handler turns exceptions into field errors,
+    so it always reaches the entry point that opened the budget."""
+
+
 class Failure:
     """A position that failed; its errors wait for the nullable position it nulls."""
 
@@ -92,7 +99,11 @@ class Run:
     compiler: Compiler
     context: Any
     variables: VariableValues | None
+    # What the response may still take, in bytes (see `charge`).
+    bytes_left: int = 2**62
     info: ResolveInfo = field(init=False)
+    # A mutation's root fields whose resolvers ran, by response key, in order.
+    ran: list[str] = field(default_factory=list)
     # (error, its own path, the position it nulled)
     _candidates: list[tuple[GraphQLError, Path, Path]] = field(default_factory=list)
     _kwargs: dict[FieldPlan, dict[str, Any]] = field(default_factory=dict)
@@ -120,8 +131,17 @@ class Run:
             reported.append(error)
         return reported
 
-    def reset(self) -> None:
+    def reset(self, bytes_left: int | None = None) -> None:
+        """Start a new response (a subscription's next item), with a new byte budget."""
         self._candidates = []
+        if bytes_left is not None:
+            self.bytes_left = bytes_left
+
+    def charge(self, size: int) -> None:
+        """Count `size` bytes of the response; past the budget, the whole execution stops."""
+        self.bytes_left -= size
+        if self.bytes_left < 0:
+            raise ResponseTooLarge
 
     def kwargs(self, plan: FieldPlan) -> dict[str, Any]:
         if plan.static_kwargs is not None:
@@ -163,18 +183,19 @@ def _fetch(run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Sequence[Pa
         kwargs = {**kwargs, plan.info_name: run.info}
     values: list[Any] = []
     wants_self = plan.wants_self
-    try:
-        if wants_self:
-            values = [call(source, **kwargs) for source in sources]
-        else:
-            values = [call(**kwargs) for _ in sources]
-    except Exception:  # find which parent failed
-        values = []
-        for i, source in enumerate(sources):
-            try:
-                values.append(call(source, **kwargs) if wants_self else call(**kwargs))
-            except Exception as exc:
-                values.append(run.fail(exc, plan, _at(paths, plan, i)))
+    count = len(sources)
+    while len(values) < count:
+        # Each resolver is called exactly once per parent (a mutation's has effects): after a
+        # failure, carry on from the next parent.
+        try:
+            if wants_self:
+                for source in sources[len(values) :]:
+                    values.append(call(source, **kwargs))
+            else:
+                for _ in range(len(values), count):
+                    values.append(call(**kwargs))
+        except Exception as exc:
+            values.append(run.fail(exc, plan, _at(paths, plan, len(values))))
     if plan.is_async:
         return _gather(run, plan, values, paths)
     return values
@@ -196,7 +217,12 @@ async def _batch(
         if len(values) != len(sources):
             raise RuntimeError(f"batch resolver of {plan.name} answered {len(values)} values")
     except Exception as exc:
-        return [run.fail(exc, plan, _at(paths, plan, i)) for i in range(len(sources))]
+        if plan.single is None or len(sources) == 1 or getattr(exc, "request_wide", False):
+            return [run.fail(exc, plan, _at(paths, plan, i)) for i in range(len(sources))]
+        # Which parents fail, as the field's own resolver would answer for each of them:
+        # graphql-core calls it once per parent, so it reports only those that fail.
+        single = _fetch(run, plan.single, sources, paths)
+        return list(await single) if inspect.isawaitable(single) else list(single)
     return values
 
 
@@ -231,13 +257,17 @@ async def complete_objects(
 ) -> list[Any]:
     """Each source's answer to `plan`: a dict in selection order, or a Failure."""
     count = len(sources)
+    run.charge(plan.key_bytes * count)
     results: list[Any] = [dict.fromkeys(plan.keys) for _ in range(count)]
     if serial:  # mutations: each root field resolves and completes before the next starts
         for fplan in plan.fields:
             values = _fetch(run, fplan, sources, paths)
             if inspect.isawaitable(values):
                 values = await values
+            run.ran.append(fplan.key)
             await _place(run, fplan, values, paths, results)
+            if any(type(r) is Failure for r in results):
+                break  # the response is null: run no later mutation the client is not told of
         return results
     fetched: list[Any] = []
     pending: list[int] = []
@@ -287,7 +317,9 @@ async def complete(
                 message = (
                     f"Cannot return null for non-nullable field {plan.parent.name}.{plan.name}."
                 )
-                inner[i] = run.fail(GraphQLError(message), plan, path_of(i))
+                # A resolver broke its type's promise: a server fault (`internal`, logged),
+                # raised as graphql-core raises it.
+                inner[i] = run.fail(TypeError(message), plan, path_of(i))
         return inner
     completed = await _complete_nullable(run, plan, type_, values, path_of)
     for i, value in enumerate(completed):
@@ -324,6 +356,9 @@ async def _complete_nullable(
         except Exception as exc:
             serialized = run.fail(exc, plan, path_of(i))
         out.append(serialized)
+    weigh = run.compiler.weigher(type_)  # type: ignore[arg-type]
+    if weigh is not None:
+        run.charge(sum(weigh(v) for v in out if v is not None and type(v) is not Failure))
     return out
 
 
@@ -396,11 +431,17 @@ async def _complete_composites(
                     f"Abstract type '{type_.name}' must resolve to an Object type at runtime for"
                     f" field '{plan.parent.name}.{plan.name}'. Got: {describe(value)}."
                 )
-                out[i] = run.fail(GraphQLError(message), plan, path_of(i))
+                # A resolver returned what its type does not hold: a server fault.
+                out[i] = run.fail(TypeError(message), plan, path_of(i))
                 continue
             groups.setdefault(runtime, []).append(i)
     for runtime, indexes in groups.items():
-        child = plan.child(runtime)
+        try:
+            child = plan.child(runtime)
+        except GraphQLError as error:  # @skip/@include given null: each object fails
+            for i in indexes:
+                out[i] = run.fail(error, plan, path_of(i))
+            continue
         answers = await complete_objects(
             run, child, [values[i] for i in indexes], [path_of(i) for i in indexes]
         )
@@ -418,10 +459,12 @@ async def root(run: Run, plan: TypePlan, *, serial: bool) -> Any:
     return data
 
 
-async def complete_item(run: Run, plan: FieldPlan, item: Any) -> tuple[Any, list[GraphQLError]]:
-    """One item of a subscription's source stream, completed as the root field's value:
-    the data (None when a failure reached the root) and the errors."""
-    run.reset()
+async def complete_item(
+    run: Run, plan: FieldPlan, item: Any, bytes_left: int
+) -> tuple[Any, list[GraphQLError]]:
+    """One item of a subscription's source stream, completed as the root field's value
+    within `bytes_left`: the data (None when a failure reached the root) and the errors."""
+    run.reset(bytes_left)
     position: Path = (None, plan.key, 0)
     [value] = await complete(run, plan, plan.return_type, [item], lambda _: position)
     if type(value) is Failure:

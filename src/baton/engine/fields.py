@@ -13,6 +13,7 @@ from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLError,
     GraphQLIncludeDirective,
     GraphQLObjectType,
     GraphQLSchema,
@@ -39,13 +40,23 @@ def collect(
     runtime_type: GraphQLObjectType,
     selection_sets: Iterable[SelectionSetNode],
     variables: VariableValues | None,
+    lenient: bool = False,
 ) -> Collected:
+    """The fields by response key. A `@skip`/`@include` whose `if` cannot be read (a variable
+    given null) raises graphql-core's error, or, when `lenient`, counts as included (the cost
+    check's worst case)."""
     fields: Collected = {}
     visited: set[str] = set()
 
     def visit(selection_set: SelectionSetNode) -> None:
         for selection in selection_set.selections:
-            if not _included(selection, variables):
+            try:
+                included = _included(selection, variables)
+            except GraphQLError:
+                if not lenient:
+                    raise
+                included = True
+            if not included:
                 continue
             if isinstance(selection, FieldNode):
                 fields.setdefault(response_key(selection), []).append(selection)

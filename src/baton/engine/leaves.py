@@ -15,6 +15,7 @@ import orjson
 from graphql import GraphQLEnumType, GraphQLScalarType
 
 Serialize = Callable[[Any], Any]
+Weigh = Callable[[Any], int]
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
@@ -60,3 +61,25 @@ def _date_time(slow: Serialize) -> Serialize:
         return slow(value)
 
     return serialize
+
+
+def _json_size(value: Any) -> int:
+    if type(value) is str:  # its UTF-8 bytes, before JSON escapes
+        return (len(value) if value.isascii() else len(value.encode(errors="replace"))) + 2
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # not JSON: the encoder refuses it later, with its own error
+        return 0
+
+
+def weigher(type_: GraphQLScalarType | GraphQLEnumType) -> Weigh | None:
+    """The size in the response of a serialised value of `type_`, for text and JSON (the
+    values whose size a client controls); None for the rest, whose size the cost check's count
+    of values bounds."""
+    if isinstance(type_, GraphQLEnumType):
+        return None
+    if type_.name in ("String", "ID"):
+        return _json_size
+    if type_.name == "JSON":
+        return _json_size
+    return None

@@ -39,7 +39,7 @@ from strawberry.types.field import StrawberryField
 
 from baton.engine.arguments import field_converter
 from baton.engine.fields import collect
-from baton.engine.leaves import Serialize, serializer
+from baton.engine.leaves import Serialize, Weigh, serializer, weigher
 
 DEFINITION = "strawberry-definition"
 # Key in a Strawberry field's `metadata` naming its batch resolver (see `batched`).
@@ -82,6 +82,9 @@ class FieldPlan:
     strawberry: StrawberryField | None
     owner: Compiler
     ordinal: int = 0  # the key's place in its selection set (see `TypePlan.keys`)
+    # BATCH: the field's own resolver, per parent; asked when a batch fails, to learn which
+    # parents fail (see `baton.engine.execute._batch`).
+    single: FieldPlan | None = None
     _children: dict[GraphQLObjectType, TypePlan] = field(default_factory=dict)
 
     @property
@@ -115,6 +118,11 @@ class TypePlan:
     fields: list[FieldPlan]
     keys: tuple[str, ...]
     introspects: bool  # selects __schema or __type (only possible on the query root)
+    # What the keys of one answer take in the response's JSON (`"key":` and a comma).
+    key_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.key_bytes = sum(len(key) + 4 for key in self.keys) + 2
 
 
 class Compiler:
@@ -133,7 +141,16 @@ class Compiler:
         self.variables = variables
         self._abstract: dict[GraphQLAbstractType, dict[type, GraphQLObjectType]] = {}
         self._serializers: dict[GraphQLNamedType, Serialize] = {}
+        self._weighers: dict[GraphQLNamedType, Weigh | None] = {}
         self._converters: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+    def weigher(self, type_: GraphQLScalarType | GraphQLEnumType) -> Weigh | None:
+        """How many bytes a serialised value of `type_` takes in the response, for the types
+        whose values can be large (text and JSON); None for the rest, which the cost check's
+        count of values bounds."""
+        if type_ not in self._weighers:
+            self._weighers[type_] = weigher(type_)
+        return self._weighers[type_]
 
     def serializer(self, type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
         found = self._serializers.get(type_)
@@ -184,23 +201,49 @@ class Compiler:
             raise Unsupported(f"{parent.name}.{name} has field extensions")
         static = None if _has_variables(nodes[0]) else self.convert_static(definition, nodes[0], sf)
         batch = cast(Mapping[str, Any], sf.metadata or {}).get(BATCH)
-        resolver = sf.base_resolver
         if batch is not None:
-            return FieldPlan(
-                key,
-                nodes,
-                parent,
-                definition,
-                Kind.BATCH,
-                None,
-                batch,
-                False,
-                None,
-                True,
-                static,
-                sf,
-                self,
-            )
+            return self._batch_plan(key, nodes, parent, definition, batch, static, sf)
+        return self._single_plan(key, nodes, parent, definition, static, sf)
+
+    def _batch_plan(
+        self,
+        key: str,
+        nodes: list[FieldNode],
+        parent: GraphQLObjectType,
+        definition: GraphQLField,
+        batch: BatchResolver,
+        static: dict[str, Any] | None,
+        sf: StrawberryField,
+    ) -> FieldPlan:
+        single = self._single_plan(key, nodes, parent, definition, static, sf)
+        return FieldPlan(
+            key,
+            nodes,
+            parent,
+            definition,
+            Kind.BATCH,
+            None,
+            batch,
+            False,
+            None,
+            True,
+            static,
+            sf,
+            self,
+            single=single if single.kind is Kind.CALL else None,
+        )
+
+    def _single_plan(
+        self,
+        key: str,
+        nodes: list[FieldNode],
+        parent: GraphQLObjectType,
+        definition: GraphQLField,
+        static: dict[str, Any] | None,
+        sf: StrawberryField,
+    ) -> FieldPlan:
+        name = nodes[0].name.value
+        resolver = sf.base_resolver
         if resolver is None:
             get = operator.attrgetter(sf.python_name)
             return FieldPlan(

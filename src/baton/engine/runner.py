@@ -1,10 +1,18 @@
 """The engine's entry points: run a request (query or mutation), or open a subscription.
 
 A request is refused before execution, with `errors` and no `data`, when its document does not
-parse or validate, names no runnable operation, or its variables do not coerce. Otherwise it runs
-on its compiled plan; operations that select `__schema` or `__type` (introspection) run on
-graphql-core's executor, and when they select nothing else their result is cached per
-document and variables: the schema never changes while the process lives.
+parse or validate, names no runnable operation, its variables hold more than
+`Limits.max_variable_values` values or do not coerce, an argument fails its check or the
+operation costs more than the budget (`baton.engine.cost`). Otherwise it runs on its compiled
+plan, within the request's budgets: rows and bytes loaded, bytes of response, seconds. The
+introspection fields (`__schema`, `__type`) run on graphql-core's executor, apart from the rest
+of the operation and counted in its cost like the rest; their answer is cached per document and
+variables, as the schema never changes while the process lives.
+
+Mutations run their root fields one after another, and stop at the first whose failure nulls
+the whole response, as graphql-core does: a client is never answered `data: null` for changes
+it was not told of. A response that outgrows its byte budget ends the execution with
+`too_expensive` and no data; for a mutation, the message names the root fields that ran.
 """
 
 from __future__ import annotations
@@ -18,16 +26,23 @@ from functools import partial
 from typing import Any, cast
 
 import orjson
-from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationType, execute
+from graphql import (
+    DocumentNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    execute,
+)
 from graphql.execution.values import VariableValues, get_variable_values
 from strawberry.schema.schema import Schema
 
-from baton.budget import row_budget
-from baton.engine.cost import CostModel, CostRefusal, IntrospectionBudget
+from baton.budget import request_budget
+from baton.engine.cost import CostModel, CostRefusal
 from baton.engine.documents import DocumentCache, Prepared, refusal
 from baton.engine.errors import formatted
-from baton.engine.execute import Run, complete_item, root, stream_failed
-from baton.engine.fields import directive_variables
+from baton.engine.execute import ResponseTooLarge, Run, complete_item, root, stream_failed
+from baton.engine.fields import collect, directive_variables
 from baton.engine.limits import Limits
 from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
 from baton.engine.sharing import SharedOutcomes, share_key
@@ -36,6 +51,7 @@ from baton.storable import unstorable
 log = logging.getLogger("baton.engine")
 
 MAX_VARIABLE_ERRORS = 20
+INTROSPECTION = ("__schema", "__type")
 _MISSING: Any = object()
 
 
@@ -45,6 +61,8 @@ class Outcome:
 
     data: Any = _MISSING
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # The source stream of a subscription failed: these errors end it.
+    final_error: bool = False
     _encoded: bytes | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
 
@@ -100,20 +118,21 @@ class Engine:
         self.shared: SharedOutcomes[Outcome] = SharedOutcomes()
         self.costs = CostModel(schema._schema)
 
-    def operation_type(self, request: Request) -> OperationType | None:
+    async def operation_type(self, request: Request) -> OperationType | None:
         """The kind of operation `request` would run (None when it cannot run at all)."""
-        prepared = self.documents.get(request.query)
+        prepared = await self.documents.prepare(request.query)
         if prepared.errors:
             return None
         operation = prepared.operation(request.operation_name)
         return None if isinstance(operation, GraphQLError) else operation.operation
 
-    def _ready(self, request: Request) -> _Ready | Outcome:
+    async def _ready(self, request: Request) -> _Ready | Outcome:
         if request.variables is not None:
-            reason = unstorable(request.variables, "variables")
+            reason = _too_many_values(request.variables, self.limits.max_variable_values)
+            reason = reason or unstorable(request.variables, "variables")
             if reason is not None:
                 return refused(refusal(reason))
-        prepared = self.documents.get(request.query)
+        prepared = await self.documents.prepare(request.query)
         if prepared.errors:
             return refused(*prepared.errors)
         operation = prepared.operation(request.operation_name)
@@ -127,25 +146,29 @@ class Engine:
         )
         if isinstance(coerced, list):
             return refused(*(_as_input_error(e) for e in coerced))
-        root = self.schema._schema.get_root_type(operation.operation)
-        assert root is not None, "validation refuses operations the schema lacks"
+        root_type = self.schema._schema.get_root_type(operation.operation)
+        assert root_type is not None, "validation refuses operations the schema lacks"
         cost_key = self._key(prepared, "cost", operation, coerced, self.costs.size_arguments)
-        if cost_key not in prepared.cache:
+        cost = prepared.cache.get(cost_key)
+        if cost is None:
             try:
-                prepared.remember(
-                    cost_key,
-                    self.costs.check(
-                        root,
-                        operation.selection_set,
-                        prepared.fragments,
-                        coerced,
-                        self.limits.max_cost,
-                    ),
+                cost = self.costs.check(
+                    root_type,
+                    operation.selection_set,
+                    prepared.fragments,
+                    coerced,
+                    self.limits.max_cost,
                 )
             except CostRefusal as too_costly:
-                return refused(too_costly)
-        plan, compiler = self._plan(prepared, operation, coerced)
-        return _Ready(prepared, operation, coerced, plan, compiler)
+                cost = too_costly
+            prepared.remember(cost_key, cost)
+        if isinstance(cost, CostRefusal):
+            return refused(cost)
+        plan = self._plan(prepared, operation, coerced)
+        if isinstance(plan, GraphQLError):
+            # A @skip/@include on a root field given null: graphql-core answers it so too.
+            return Outcome(None, formatted([plan]))
+        return _Ready(prepared, operation, coerced, *plan)
 
     @staticmethod
     def _key(
@@ -171,26 +194,26 @@ class Engine:
 
     def _plan(
         self, prepared: Prepared, operation: OperationDefinitionNode, variables: VariableValues
-    ) -> tuple[TypePlan | None, Compiler | None]:
+    ) -> tuple[TypePlan | None, Compiler | None] | GraphQLError:
         key = self._key(prepared, "plan", operation, variables)
         cached = prepared.cache.get(key)
         if cached is None:
             compiler = Compiler(self.schema, prepared.fragments, variables)
-            root = self.schema._schema.get_root_type(operation.operation)
-            assert root is not None, "validation refuses operations the schema lacks"
+            root_type = self.schema._schema.get_root_type(operation.operation)
+            assert root_type is not None, "validation refuses operations the schema lacks"
             try:
-                plan: TypePlan | None = compiler.type_plan(root, [operation.selection_set])
-                if plan is not None and plan.introspects:
-                    plan = None
+                plan: TypePlan | None = compiler.type_plan(root_type, [operation.selection_set])
             except Unsupported as exc:
                 log.warning("running an operation on graphql-core: %s", exc)
                 plan = None
+            except GraphQLError as error:
+                return error
             cached = prepared.remember(key, (plan, compiler))
         return cast(tuple[TypePlan | None, Compiler | None], cached)
 
     async def execute(self, request: Request, context: Any) -> Outcome:
         """Run a query or mutation (a subscription is refused: use `subscribe`)."""
-        ready = self._ready(request)
+        ready = await self._ready(request)
         if isinstance(ready, Outcome):
             return ready
         kind = ready.operation.operation
@@ -198,42 +221,92 @@ class Engine:
             return refused(refusal("subscriptions need a WebSocket (graphql-transport-ws)"))
         if ready.plan is None or ready.compiler is None:
             return await self._on_graphql_core(ready, request, context)
-        run = Run(ready.compiler, context, ready.variables)
+        run = Run(ready.compiler, context, ready.variables, self.limits.max_response_bytes)
+        limits = self.limits
         try:
-            with row_budget(self.limits.max_rows):
-                async with asyncio.timeout(self.limits.max_seconds):
+            with request_budget(limits.max_rows, limits.max_loaded_bytes):
+                async with asyncio.timeout(limits.max_seconds):
                     data = await root(run, ready.plan, serial=kind is OperationType.MUTATION)
+                    errors = run.errors
+                    if ready.plan.introspects:
+                        data, errors = await self._introspect(ready, request, context, data, run)
         except TimeoutError:
-            message = f"the operation ran longer than {self.limits.max_seconds:g} seconds"
+            message = f"the operation ran longer than {limits.max_seconds:g} seconds"
             return Outcome(None, [{"message": message, "extensions": {"code": "timeout"}}])
-        return Outcome(data, formatted(run.errors))
+        except ResponseTooLarge:
+            return _too_large(limits.max_response_bytes, kind, run.ran)
+        return Outcome(data, formatted(errors))
 
-    async def _on_graphql_core(self, ready: _Ready, request: Request, context: Any) -> Outcome:
-        pure = _only_introspection(ready)
+    async def _introspect(
+        self, ready: _Ready, request: Request, context: Any, data: Any, run: Run
+    ) -> tuple[Any, list[GraphQLError]]:
+        """The operation's introspection fields, run on graphql-core and put in their places
+        among the rest of `data` (the engine's answer, which holds them as nulls)."""
+        errors = run.errors
         key = ("introspection", request.operation_name, orjson.dumps(request.variables or {}))
-        if pure:
-            cached = ready.prepared.cache.get(key)
-            if cached is not None:
-                return cached  # type: ignore[no-any-return]
-        budget = IntrospectionBudget(self.limits.max_cost)
+        cached = ready.prepared.cache.get(key)
+        if cached is None:
+            cached = ready.prepared.remember(key, await self._introspection(ready, context))
+        answer, more = cast(tuple[Any, list[GraphQLError]], cached)
+        run.charge(len(orjson.dumps(answer)) if answer is not None else 0)
+        errors = [*errors, *more]
+        if data is None or answer is None:
+            return None, errors
+        for response_key, value in answer.items():
+            data[response_key] = value
+        return data, errors
+
+    async def _introspection(
+        self, ready: _Ready, context: Any
+    ) -> tuple[dict[str, Any] | None, list[GraphQLError]]:
+        fields = collect(
+            self.schema._schema,
+            ready.prepared.fragments,
+            self.schema._schema.query_type,  # type: ignore[arg-type]
+            [ready.operation.selection_set],
+            ready.variables,
+        )
+        selections = [
+            node for nodes in fields.values() for node in nodes if node.name.value in INTROSPECTION
+        ]
+        operation = OperationDefinitionNode(
+            operation=OperationType.QUERY,
+            name=ready.operation.name,
+            variable_definitions=ready.operation.variable_definitions,
+            directives=(),
+            selection_set=SelectionSetNode(selections=tuple(selections)),
+        )
+        document = DocumentNode(definitions=(operation, *ready.prepared.fragments.values()))
         result = execute(
             self.schema._schema,
-            ready.prepared.document,  # type: ignore[arg-type]
-            root_value=None,
+            document,
             context_value=context,
-            variable_values=request.variables or {},
-            operation_name=request.operation_name,
+            variable_values=ready.variables.coerced,
             executor_class=self.schema.execution_context_class,
-            middleware=[budget],
         )
         if inspect.isawaitable(result):
             result = await result
-        over = [e for e in result.errors or () if isinstance(e.original_error, CostRefusal)]
-        if over:
-            return refused(over[0].original_error)  # type: ignore[arg-type]
+        return result.data, list(result.errors or ())
+
+    async def _on_graphql_core(self, ready: _Ready, request: Request, context: Any) -> Outcome:
+        """An operation the compiler does not handle (none of Baton's own): graphql-core runs
+        it whole, within the same budgets."""
+        limits = self.limits
+        with request_budget(limits.max_rows, limits.max_loaded_bytes):
+            result = execute(
+                self.schema._schema,
+                ready.prepared.document,  # type: ignore[arg-type]
+                root_value=None,
+                context_value=context,
+                variable_values=request.variables or {},
+                operation_name=request.operation_name,
+                executor_class=self.schema.execution_context_class,
+            )
+            if inspect.isawaitable(result):
+                result = await result
         outcome = Outcome(result.data, formatted(result.errors or ()))
-        if pure:
-            ready.prepared.remember(key, outcome)
+        if len(outcome.encoded()) > limits.max_response_bytes:
+            return _too_large(limits.max_response_bytes, ready.operation.operation, [])
         return outcome
 
     async def subscribe(
@@ -244,8 +317,9 @@ class Engine:
         With `sharing` (what the result may depend on besides the document and variables: the
         principal), subscribers that share it, the document and the variables share one
         execution and one encoded payload per item their streams yield (items that name
-        themselves with `share_key`)."""
-        ready = self._ready(request)
+        themselves with `share_key`). When the source stream fails, the last outcome is marked
+        `final_error`: its errors end the operation."""
+        ready = await self._ready(request)
         if isinstance(ready, Outcome):
             return ready
         if ready.operation.operation is not OperationType.SUBSCRIPTION:
@@ -253,7 +327,7 @@ class Engine:
         if ready.plan is None or ready.compiler is None or len(ready.plan.fields) != 1:
             return refused(refusal("a subscription selects exactly one field"))
         field = ready.plan.fields[0]
-        run = Run(ready.compiler, context, ready.variables)
+        run = Run(ready.compiler, context, ready.variables, self.limits.max_response_bytes)
         try:
             assert field.call is not None
             kwargs = run.kwargs(field)
@@ -274,35 +348,62 @@ class Engine:
     async def _stream(
         self, run: Run, field: FieldPlan, source: AsyncIterator[Any], group: Hashable | None
     ) -> AsyncGenerator[Outcome, None]:
+        complete = partial(_complete, self.limits)
         while True:
             try:
                 item = await anext(source)
             except StopAsyncIteration:
                 return
             except Exception as exc:
-                yield Outcome(None, formatted(stream_failed(run, field, exc)))
+                yield Outcome(None, formatted(stream_failed(run, field, exc)), final_error=True)
                 return
             key = share_key(item)
             if group is None or key is None:
-                yield await _complete(run, field, item)
+                yield await complete(run, field, item)
             else:
-                yield await self.shared.get((group, key), partial(_complete, run, field, item))
+                yield await self.shared.get((group, key), partial(complete, run, field, item))
 
 
-async def _complete(run: Run, field: FieldPlan, item: Any) -> Outcome:
-    data, errors = await complete_item(run, field, item)
+async def _complete(limits: Limits, run: Run, field: FieldPlan, item: Any) -> Outcome:
+    """One subscription item, within the same budgets of rows and bytes as a request (its
+    time is bounded by the statements' own timeout: a timer per event would cost every
+    subscriber of a busy stream more than the event itself)."""
+    try:
+        with request_budget(limits.max_rows, limits.max_loaded_bytes):
+            data, errors = await complete_item(run, field, item, limits.max_response_bytes)
+    except ResponseTooLarge:
+        return _too_large(limits.max_response_bytes, OperationType.SUBSCRIPTION, [])
     return Outcome(data, formatted(errors))
 
 
-def _only_introspection(ready: _Ready) -> bool:
-    """Whether the operation reads the schema and nothing else (fragments excluded: what they
-    select could depend on the caller), so its answer is the same for everyone."""
-    if ready.operation.operation is not OperationType.QUERY:
-        return False
-    return all(
-        isinstance(s, FieldNode) and s.name.value in ("__schema", "__type", "__typename")
-        for s in ready.operation.selection_set.selections
+def _too_large(limit: int, kind: OperationType, ran: list[str]) -> Outcome:
+    message = (
+        f"The response would be larger than {limit} bytes, the most one response may hold; "
+        "ask for fewer items or fields (large ones: packets, results, checkpoints, "
+        "protocolObject)."
     )
+    if kind is OperationType.MUTATION:
+        done = ", ".join(ran) or "none"
+        message += f" Mutations that ran (their changes are made): {done}."
+    extensions = {"code": "too_expensive", "limit": limit}
+    return Outcome(None, [{"message": message, "extensions": extensions}])
+
+
+def _too_many_values(variables: dict[str, Any], limit: int) -> str | None:
+    """Whether `variables` hold more than `limit` values (each scalar, list and object counts
+    one), counted without recursion and stopping at the limit."""
+    count = 0
+    stack: list[Any] = [variables]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > limit:
+            return f"variables: more than {limit} values"
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
 
 
 def _as_input_error(error: GraphQLError) -> GraphQLError:

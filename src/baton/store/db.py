@@ -63,12 +63,26 @@ def create_engine(url: str, *, pool_size: int = 2) -> AsyncEngine:
     )
 
 
+class MeteredConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped
+    """A pooled connection that counts the bytes of JSON it has decoded, so a request's budget
+    can weigh what it loads (`Connection.fetch`) at no cost per row: the decoder sees each
+    value's text once anyway."""
+
+    __slots__ = ("json_bytes",)
+
+
 async def _init(conn: asyncpg.Connection) -> None:
+    conn.json_bytes = 0
+
+    def decode(text: str) -> Any:
+        conn.json_bytes += len(text)
+        return orjson.loads(text)
+
     for kind in ("jsonb", "json"):
         await conn.set_type_codec(
             kind,
             encoder=lambda value: orjson.dumps(value).decode(),
-            decoder=orjson.loads,
+            decoder=decode,
             schema="pg_catalog",
             format="text",
         )
@@ -113,6 +127,7 @@ class Database:
                 max_size=max_size,
                 init=_init,
                 reset=_keep_session,
+                connection_class=MeteredConnection,
                 statement_cache_size=512,
                 timeout=connect_timeout,
                 server_settings={
@@ -175,15 +190,23 @@ class Connection:
     def __init__(self, raw: asyncpg.Connection) -> None:
         self.raw = raw
 
-    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+    async def fetch(self, sql: str, *args: Any, writes: bool = False) -> list[asyncpg.Record]:
+        """The rows, spent from the request's budget (`baton.budget`) unless the statement
+        `writes`: a write that is done must never be answered as refused."""
         DB_STATEMENTS.inc()
+        before = self._json_bytes()
         rows = await self.raw.fetch(sql, *args)
-        spend(len(rows))
+        if not writes:
+            spend(len(rows), self._json_bytes() - before)
         return rows  # type: ignore[no-any-return]
 
     async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
         DB_STATEMENTS.inc()
         return await self.raw.fetchrow(sql, *args)
+
+    def _json_bytes(self) -> int:
+        # Connections made outside a `Database` pool (tests, tools) are not metered.
+        return int(getattr(self.raw, "json_bytes", 0))
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         DB_STATEMENTS.inc()

@@ -209,6 +209,7 @@ async def create(
             _value(to.get("waiting_on")),
             mover,
             *rules,
+            writes=True,
         )
     except asyncpg.PostgresError as exc:
         if exc.sqlstate == RULES_CHANGED:

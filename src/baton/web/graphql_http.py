@@ -103,7 +103,7 @@ class GraphQLHTTP:
         try:
             if method == "GET":
                 request = _from_query_string(scope.get("query_string", b""))
-                if self.engine.operation_type(request) is OperationType.MUTATION:
+                if await self.engine.operation_type(request) is OperationType.MUTATION:
                     raise BadRequest(405, "mutations need POST", [(b"allow", b"POST")])
             elif method == "POST":
                 request = await _from_body(headers, receive, self.max_body_bytes)

@@ -319,7 +319,7 @@ class _Socket:
     async def _run(self, op_id: str, request: Request) -> None:
         engine = self.server.engine
         try:
-            if engine.operation_type(request) is OperationType.SUBSCRIPTION:
+            if await engine.operation_type(request) is OperationType.SUBSCRIPTION:
                 stream = await engine.subscribe(request, self.context, sharing=self.principal)
                 if isinstance(stream, Outcome):
                     await self._single(op_id, stream)
