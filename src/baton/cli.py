@@ -166,7 +166,8 @@ async def _prepared(settings: Settings, *, migrate: bool = True, new_ok: bool = 
             raise ConfigError(
                 variable,
                 "this database has no Baton tables yet (no server has used it), nothing was "
-                f"changed: {NEW_DATABASE_HELP}; `baton migrate` or --create prepares it",
+                f"changed: {NEW_DATABASE_HELP}; `baton migrate` (or `baton token create "
+                "--create`) prepares it",
             )
         if migrate:
             await asyncio.wait_for(migrations.upgrade_url(url), 120)

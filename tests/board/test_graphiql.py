@@ -159,3 +159,18 @@ async def test_graphiql_uses_the_token_the_board_signed_in_with(
     await expect(page.locator("#token")).to_have_count(0)
     headers = await page.evaluate("sessionStorage.getItem('baton.token')")
     assert headers == team.owner_token
+
+
+async def test_signing_out_of_the_board_forgets_graphiqls_headers_too(
+    page: Page, team: Team, live_server: LiveServer
+) -> None:
+    await sign_in(page, live_server.url, team.owner_token)
+    await page.goto(f"{live_server.url}/graphql")
+    await editor(page, "headers", f'{{"Authorization": "Bearer {team.owner_token}", "X-A": "1"}}')
+    await page.wait_for_function("() => sessionStorage.getItem('baton.graphiql.headers') !== null")
+    await page.goto(f"{live_server.url}/")
+    await page.wait_for_selector("#view[data-ready]")
+    await page.click("#sign-out")
+    assert await page.evaluate("sessionStorage.length") == 0
+    await page.goto(f"{live_server.url}/graphql")
+    await expect(page.locator("#token")).to_be_visible()  # asked again
