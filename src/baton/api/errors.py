@@ -9,8 +9,24 @@ from baton.api import enums  # noqa: F401  (the protocol's enums, registered wit
 from baton.protocol.handoff import MoveName, TaskState
 from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
 
+# Clients read this where they look up `Error`: the selection that catches every failure, and
+# the one client that needs telling which types implement it.
+ERROR_DESCRIPTION = """An expected failure; nothing was changed.
 
-@strawberry.interface(name="Error", description="An expected failure; nothing was changed.")
+Every member of a mutation's result union except its success type implements Error, so
+`... on Error { code message }` catches any failure, including kinds added later; select the
+specific type for its extra fields.
+
+Apollo Client matches `... on Error` only if its cache is told which types implement Error;
+without that it drops the selection silently and a failure reads as `{}`. Give it the list
+from this schema (`{ __type(name: "Error") { possibleTypes { name } } }`):
+
+    new InMemoryCache({ possibleTypes: { Error: ["InvalidStateError", "NotFoundError", ...] } })
+
+urql and Python's gql need nothing."""
+
+
+@strawberry.interface(name="Error", description=ERROR_DESCRIPTION)
 class Error:
     code: str
     message: str

@@ -10,7 +10,8 @@ import * as boardView from "./views/board.js";
 import * as inboxView from "./views/inbox.js";
 import * as taskView from "./views/task.js";
 
-const TOKEN = "baton.token"; // the key in this tab's sessionStorage
+const TOKEN = "baton.token"; // the key in this tab's sessionStorage (GraphiQL's page reads it too)
+const GRAPHIQL_HEADERS = "baton.graphiql.headers"; // GraphiQL's headers pane, kept for the tab
 const view = document.getElementById("view");
 const nav = document.getElementById("nav");
 const live = document.getElementById("live");
@@ -96,6 +97,7 @@ function signOut(message = "") {
     session = null;
   }
   sessionStorage.removeItem(TOKEN);
+  sessionStorage.removeItem(GRAPHIQL_HEADERS); // it holds a token too: signing out forgets both
   nav.hidden = true;
   live.hidden = true;
   signOutButton.hidden = true;
