@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.tools import create_type
+from strawberry.tools import create_type, merge_types
 from strawberry.types import ExecutionContext
 
 from baton.api.mutations import ALL_FIELDS
 from baton.api.queries import Query
 from baton.api.subscriptions import Subscription
+from baton.api.webhooks import WEBHOOK_FIELDS, WebhookQueries
 
 
 class BatonSchema(strawberry.Schema):
@@ -26,10 +27,10 @@ class BatonSchema(strawberry.Schema):
         return
 
 
-Mutation = create_type("Mutation", ALL_FIELDS)
+Mutation = create_type("Mutation", [*ALL_FIELDS, *WEBHOOK_FIELDS])
 
 schema = BatonSchema(
-    query=Query,
+    query=merge_types("Query", (Query, WebhookQueries)),
     mutation=Mutation,
     subscription=Subscription,
 )
