@@ -1,12 +1,12 @@
 """Which URLs a webhook may call, and the address each attempt connects to.
 
 A URL must be https (http only with `BATON_WEBHOOK_ALLOW_HTTP`), carry no credentials, and
-resolve only to public addresses: loopback, private, link-local, unique-local, multicast,
-reserved and unspecified addresses (IPv4-mapped IPv6 ones included) are refused unless
-`BATON_WEBHOOK_ALLOW_PRIVATE` is set. The host is resolved when the endpoint is saved and again
-at every attempt, and the attempt connects to the address that was checked (the `Host` header
-and TLS server name stay the URL's), so a name that resolves to something else a moment later
-(DNS rebinding) cannot steer a delivery inside the network.
+resolve only to public (globally reachable) addresses: loopback, private, link-local,
+unique-local, multicast, reserved, shared and unspecified addresses (IPv4-mapped IPv6 ones
+included) are refused unless `BATON_WEBHOOK_ALLOW_PRIVATE` is set. The host is resolved when
+the endpoint is saved and again at every attempt, and the attempt connects to the address that
+was checked (the `Host` header and TLS server name stay the URL's), so a name that resolves to
+something else a moment later (DNS rebinding) cannot steer a delivery inside the network.
 """
 
 from __future__ import annotations
@@ -64,17 +64,19 @@ def refused_address(address: Address) -> str | None:
     """Why a webhook may not connect to `address` without BATON_WEBHOOK_ALLOW_PRIVATE."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    checks = (
+    checks = (  # the most telling first: 0.0.0.0 is also "private"
+        (address.is_unspecified, "unspecified"),
         (address.is_loopback, "loopback"),
         (address.is_link_local, "link-local"),
         (address.is_private, "private"),
         (address.is_multicast, "multicast"),
-        (address.is_unspecified, "unspecified"),
         (address.is_reserved, "reserved"),
     )
     for hit, kind in checks:
         if hit:
             return f"resolves to {address}, a {kind} address"
+    if not address.is_global:  # shared (100.64/10), documentation, benchmarking ranges…
+        return f"resolves to {address}, a non-public address"
     return None
 
 
