@@ -52,6 +52,7 @@ class Receiver:
     status: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    delay: float = 0.0  # seconds every answer takes
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     def at(self, path: str) -> str:
@@ -65,6 +66,8 @@ class Receiver:
         hold = self.holds.get(path)
         if hold is not None:
             await hold.wait()
+        if self.delay:
+            await asyncio.sleep(self.delay)
         if self.failures.get(path, 0) > 0:
             self.failures[path] -= 1
             return Response("not yet", 500)
