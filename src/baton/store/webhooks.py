@@ -267,10 +267,11 @@ async def deliveries(
 
 async def claim(
     db: Database, holder: str, lease_seconds: float, limit: int, busy: Sequence[str]
-) -> list[EndpointRecord]:
+) -> list[tuple[EndpointRecord, bool]]:
     """Lease up to `limit` endpoints with work due, least recently worked on first: a ping or
     redelivery waiting, or (enabled, not backing off) events past a cursor of a log it takes.
-    Rows another claim holds are skipped; `busy` are endpoints this process is on already."""
+    Rows another claim holds are skipped; `busy` are endpoints this process is on already.
+    Each comes with whether a ping or redelivery waits for it."""
     rows = await db.fetch(
         f"""
         WITH due AS (
@@ -291,14 +292,16 @@ async def claim(
         UPDATE webhook_endpoints w
         SET lease_holder = $1, lease_until = now() + $2 * interval '1 second'
         FROM due WHERE w.id = due.id
-        RETURNING {", ".join("w." + f for f in _ENDPOINT_FIELDS)}
+        RETURNING {", ".join("w." + f for f in _ENDPOINT_FIELDS)}, EXISTS (
+            SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
+            AND d.status = 'pending' AND d.kind <> 'event') AS manual
         """,
         holder,
         lease_seconds,
         limit,
         list(busy),
     )
-    return [EndpointRecord.from_row(r) for r in rows]
+    return [(EndpointRecord.from_row(r), bool(r["manual"])) for r in rows]
 
 
 async def next_due(db: Database) -> datetime | None:
@@ -366,29 +369,31 @@ async def record(
     """Write a batch's attempts (and, for event batches, the endpoint's new state) in one
     transaction, only while `holder` still holds the lease; False when it does not."""
     async with db.transaction() as conn:
-        held = await conn.fetchval(
-            "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND lease_holder = $2 "
-            "AND lease_until >= now() FOR UPDATE",
-            endpoint_id,
-            holder,
-        )
-        if held is None:
-            return False
-        if outcome is not None:
-            await conn.execute(
+        if outcome is None:
+            held = await conn.fetchval(
+                "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND lease_holder = $2 "
+                "AND lease_until >= now() FOR UPDATE",
+                endpoint_id,
+                holder,
+            )
+        else:
+            held = await conn.fetchval(
                 "UPDATE webhook_endpoints SET task_cursor = greatest(task_cursor, $2), "
                 "run_cursor = greatest(run_cursor, $3), failures = $4, next_attempt_at = $5, "
                 "enabled = enabled AND $6::text IS NULL, "
                 "disabled_reason = coalesce($6, disabled_reason), "
                 "disabled_at = CASE WHEN $6::text IS NULL THEN disabled_at ELSE now() END "
-                "WHERE id = $1",
+                "WHERE id = $1 AND lease_holder = $7 AND lease_until >= now() RETURNING 1",
                 endpoint_id,
                 outcome.task_cursor,
                 outcome.run_cursor,
                 outcome.failures,
                 outcome.next_attempt_at,
                 outcome.disabled_reason,
+                holder,
             )
+        if held is None:
+            return False
         manual = [a for a in attempts if a.delivery_id is not None]
         events = [a for a in attempts if a.delivery_id is None]
         if manual:

@@ -30,17 +30,20 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import orjson
 from prometheus_client import Counter
 
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.api.context import Context
 from baton.engine.runner import Engine
+from baton.engine.sharing import SharedOutcomes
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.hub import EventHub
 from baton.metrics import REGISTRY
@@ -58,6 +61,7 @@ MANUAL_BATCH = 10  # pings and redeliveries per turn
 MARGIN_SECONDS = 3.0  # an attempt starts only with this much lease left after its timeout
 STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
 PRUNE_SECONDS = 60.0
+KEPT_RENDERS = 4096  # rendered events kept for the next endpoint of the same owner and filter
 
 ATTEMPTS = Counter(
     "baton_webhook_attempts",
@@ -112,6 +116,11 @@ class DeliveryWorker:
         self._active: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._http: httpx.AsyncClient | None = None
+        # What an event renders to depends only on the owner, the log, the filter and the event
+        # (its subject as it was right after it): endpoints that share them render it once.
+        self._renders: OrderedDict[tuple[str, str, bytes, int], dict[str, Any]] = OrderedDict()
+        # Endpoints claimed together reach the same new events together: one render each.
+        self._rendering: SharedOutcomes[list[dict[str, Any]]] = SharedOutcomes(256)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -191,10 +200,11 @@ class DeliveryWorker:
         claimed = await store.claim(
             self.db, self.holder, self.settings.lease_seconds, free, list(self._active)
         )
-        for endpoint in claimed:
+        for endpoint, manual in claimed:
             # A little short of the lease as the database counts it: clocks and round trips.
             deadline = time.monotonic() + self.settings.lease_seconds - 1.0
-            task = asyncio.create_task(self._turn(endpoint, deadline), name=f"wh-{endpoint.id}")
+            turn = self._turn(endpoint, manual, deadline)
+            task = asyncio.create_task(turn, name=f"wh-{endpoint.id}")
             self._active[endpoint.id] = task
             task.add_done_callback(functools.partial(self._done, endpoint.id))
 
@@ -217,10 +227,11 @@ class DeliveryWorker:
     def _time_for_one(self, deadline: float) -> bool:
         return time.monotonic() + self.settings.timeout + MARGIN_SECONDS < deadline
 
-    async def _turn(self, endpoint: EndpointRecord, deadline: float) -> None:
+    async def _turn(self, endpoint: EndpointRecord, manual: bool, deadline: float) -> None:
         try:
             context = self.context(Principal(PrincipalKind.OWNER, endpoint.owner))
-            await self._manual(endpoint, context, deadline)
+            if manual:
+                await self._manual(endpoint, context, deadline)
             now = datetime.now(UTC)
             due = endpoint.next_attempt_at is None or endpoint.next_attempt_at <= now
             if endpoint.enabled and due:
@@ -301,6 +312,41 @@ class DeliveryWorker:
         )
         return render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))
 
+    async def _rendered(
+        self,
+        context: Context,
+        endpoint: EndpointRecord,
+        log_name: str,
+        variables: dict[str, Any],
+        cursor: int,
+        ids: list[int],
+    ) -> list[dict[str, Any]]:
+        shape = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
+        keys = [(endpoint.owner, log_name, shape, event_id) for event_id in ids]
+        kept = [self._renders.get(key) for key in keys]
+        if all(data is not None for data in kept):
+            for key in keys:
+                self._renders.move_to_end(key)
+            return [data for data in kept if data is not None]
+        found = await self._rendering.get(
+            (endpoint.owner, log_name, shape, cursor, tuple(ids)),
+            functools.partial(
+                render.render,
+                self.engine,
+                context,
+                log_name,
+                variables,
+                cursor,
+                ids,
+                self.settings.timeout,
+            ),
+        )
+        for key, data in zip(keys, found, strict=True):
+            self._renders[key] = data
+        while len(self._renders) > KEPT_RENDERS:
+            self._renders.popitem(last=False)
+        return found
+
     async def _events(self, endpoint: EndpointRecord, context: Context, deadline: float) -> None:
         state = store.Outcome(
             endpoint.task_cursor, endpoint.run_cursor, endpoint.failures, endpoint.next_attempt_at
@@ -350,9 +396,7 @@ class DeliveryWorker:
         render_error: str | None = None
         if ids:
             try:
-                rendered = await render.render(
-                    self.engine, context, log_name, variables, cursor, ids, self.settings.timeout
-                )
+                rendered = await self._rendered(context, endpoint, log_name, variables, cursor, ids)
             except render.RenderFailed as exc:
                 render_error = f"not rendered: {exc}"
         if render_error is not None:
