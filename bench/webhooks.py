@@ -1,6 +1,6 @@
 """The webhook benchmark: events delivered to 100 endpoints, one of them down.
 
-    .venv/bin/python -m bench.webhooks [--endpoints 100] [--burst 100] [--paced 100 --rate 5]
+    .venv/bin/python -m bench.webhooks [--endpoints 100] [--burst 30] [--paced 20 --rate 0.25]
 
 Against one fresh `baton serve` on a fresh database (an embedded PostgreSQL unless
 `--database-url` / BATON_BENCH_DATABASE_URL names a server), with a receiver in this process
@@ -284,9 +284,9 @@ async def main_async(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.webhooks", description=__doc__.split("\n")[0])
     p.add_argument("--endpoints", type=int, default=100)
-    p.add_argument("--burst", type=int, default=100, help="hand-offs made as fast as possible")
-    p.add_argument("--paced", type=int, default=100, help="hand-offs made at --rate per second")
-    p.add_argument("--rate", type=float, default=5.0)
+    p.add_argument("--burst", type=int, default=30, help="hand-offs made as fast as possible")
+    p.add_argument("--paced", type=int, default=20, help="hand-offs made at --rate per second")
+    p.add_argument("--rate", type=float, default=0.25)
     p.add_argument("--concurrency", type=int, default=16, help="BATON_WEBHOOK_CONCURRENCY")
     p.add_argument("--database-url", default=None)
     return asyncio.run(main_async(p.parse_args(argv)))
