@@ -118,3 +118,31 @@ async def test_two_processes_acknowledge_every_event_and_count_duplicates(
     finally:
         for _, process in servers:
             await asyncio.to_thread(stop_server, process)  # type: ignore[arg-type]
+
+
+async def test_a_stop_waits_on_no_receiver_and_hands_its_endpoints_back(
+    database_url: str, db: Database, world: World, receiver: Receiver, tmp_path: Path
+) -> None:
+    """SIGINT while a receiver holds a request: the server stops by itself (not killed after
+    the 15 s the fixture allows), and leaves the endpoint free at once, so the restarted
+    server sends the unacknowledged message again without waiting for a lease to expire."""
+    url, process = await _start(database_url, tmp_path / "a.log")
+    token = await create_token(db, owner(world.req_owner))
+    made = await create_endpoint(f"{url}/graphql", token, receiver.at("/held"))
+    receiver.holds["/held"] = asyncio.Event()
+    await world.hand_off()
+    await receiver.wait_for("/held", 1)
+    await asyncio.to_thread(stop_server, process)  # type: ignore[arg-type]
+    assert process.returncode == 0  # type: ignore[attr-defined]
+    free = await db.fetchval(
+        "SELECT lease_until <= now() FROM webhook_endpoints WHERE id = $1",
+        made["endpoint"]["id"],
+    )
+    assert free is True
+    receiver.holds["/held"].set()
+    url, process = await _start(database_url, tmp_path / "b.log")
+    try:
+        messages = await receiver.wait_for("/held", 3)
+        assert messages[0].headers["webhook-id"] == messages[1].headers["webhook-id"]
+    finally:
+        await asyncio.to_thread(stop_server, process)  # type: ignore[arg-type]

@@ -321,6 +321,14 @@ async def release(db: Database, endpoint_id: str, holder: str) -> None:
     )
 
 
+async def release_all(db: Database, holder: str) -> None:
+    await db.execute(
+        "UPDATE webhook_endpoints SET lease_until = now() "
+        "WHERE lease_holder = $1 AND lease_until > now()",
+        holder,
+    )
+
+
 async def pending_manual(db: Database, endpoint_id: str, limit: int) -> list[DeliveryRecord]:
     rows = await db.fetch(
         f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries "

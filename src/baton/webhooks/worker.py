@@ -31,7 +31,7 @@ import os
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -131,10 +131,12 @@ class DeliveryWorker:
         self._tasks = [
             asyncio.create_task(self._loop(), name="baton-webhooks"),
             asyncio.create_task(
-                self._follow(task_hub.stream(ADMIN, EventFilter())), name="baton-webhooks-tasks"
+                self._follow(lambda: task_hub.stream(ADMIN, EventFilter())),
+                name="baton-webhooks-tasks",
             ),
             asyncio.create_task(
-                self._follow(run_hub.stream(ADMIN, RunEventFilter())), name="baton-webhooks-runs"
+                self._follow(lambda: run_hub.stream(ADMIN, RunEventFilter())),
+                name="baton-webhooks-runs",
             ),
             asyncio.create_task(self._prune(), name="baton-webhooks-prune"),
         ]
@@ -149,6 +151,10 @@ class DeliveryWorker:
             _, pending = await asyncio.wait(tasks, timeout=STOP_SECONDS)
             for task in pending:
                 log.warning("webhooks: %s did not stop in time", task.get_name())
+        # Hand this process's endpoints back now rather than when their leases run out: what
+        # a cancelled attempt sent goes again sooner (at least once either way).
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(store.release_all(self.db, self.holder), STOP_SECONDS)
         if self._http is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._http.aclose(), STOP_SECONDS)
@@ -159,19 +165,19 @@ class DeliveryWorker:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    async def _follow(self, stream: Any) -> None:
+    async def _follow(self, stream: Callable[[], AsyncIterator[Any]]) -> None:
         """Wake the loop on every event committed (on any process): the hub already reads the
-        log once for this process, so this costs no query of its own."""
+        log once for this process, so this costs no query of its own. A stream that fails
+        (the database away) is opened again."""
         while True:
             try:
-                async for _ in stream:
+                async for _ in stream():
                     self._wake.set()
-                return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("webhooks: following the event log failed (%s)", exc)
-                await asyncio.sleep(self.settings.poll_seconds)
+            await asyncio.sleep(self.settings.poll_seconds)  # then open it again
 
     async def _loop(self) -> None:
         delay = 0.1
