@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import httpx
 import pytest
 import uvicorn
@@ -20,8 +24,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from baton.access.principals import Principal
-from baton.store.db import Database
+from baton.services.tasks import TaskService
+from baton.store import migrate
+from baton.store.db import Database, libpq_url
+from baton.store.embedded import create_database
 from tests.conftest import LiveServer, free_port, start_server, stop_server
+from tests.helpers import World
 
 # Short delays so retries and leases play out within a test.
 FAST = {
@@ -113,14 +121,47 @@ async def receiver() -> AsyncIterator[Receiver]:
     await asyncio.wait_for(task, 10)
 
 
+@asynccontextmanager
+async def own_database(server_url: str) -> AsyncIterator[tuple[str, Database]]:
+    """A fresh, migrated database of its own. Every `baton serve` on a database delivers its
+    endpoints: webhook tests keep theirs apart from the other tests' servers (whose settings
+    refuse the receiver's loopback address) and from each other's."""
+    name = f"baton_wh_{os.getpid()}_{secrets.token_hex(3)}"
+    url = await create_database(server_url, name)
+    await migrate.upgrade_url(url)
+    db = await Database.connect(url, min_size=1, max_size=4)
+    try:
+        yield url, db
+    finally:
+        await db.close()
+        conn = await asyncpg.connect(libpq_url(server_url))
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+
+@pytest.fixture(scope="session")
+async def webhook_database(server_url: str) -> AsyncIterator[tuple[str, Database]]:
+    async with own_database(server_url) as found:
+        yield found
+
+
+@pytest.fixture
+def world(webhook_database: tuple[str, Database]) -> World:
+    """Tasks in the webhook tests' database (this directory's tests commit events there)."""
+    return World(TaskService(webhook_database[1]))
+
+
 @pytest.fixture(scope="session")
 def webhook_server(
-    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
+    webhook_database: tuple[str, Database], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     """`baton serve` that may call the receiver (loopback, http) and retries quickly."""
+    url, db = webhook_database
     log = tmp_path_factory.mktemp("webhooks") / "serve.log"
-    url, process = start_server({"BATON_DATABASE_URL": database_url, **FAST}, log)
-    yield LiveServer(url, db, process)
+    address, process = start_server({"BATON_DATABASE_URL": url, **FAST}, log)
+    yield LiveServer(address, db, process)
     stop_server(process)
 
 

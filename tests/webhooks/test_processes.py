@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.access.tokens import create_token
+from baton.services.tasks import TaskService
 from baton.store.db import Database
 from tests.conftest import start_server, stop_server
 from tests.helpers import World
-from tests.webhooks.conftest import FAST, Receiver, create_endpoint
+from tests.webhooks.conftest import FAST, Receiver, create_endpoint, own_database
 from tests.webhooks.test_delivery import event_ids, eventually, verified
 
 
@@ -24,9 +28,18 @@ async def _start(database_url: str, log: Path, **extra: str) -> tuple[str, objec
     return await asyncio.to_thread(start_server, env, log)
 
 
+@pytest.fixture
+async def own(server_url: str) -> AsyncIterator[tuple[str, Database, World]]:
+    """A database for this test's servers alone (the session's webhook server would deliver
+    its endpoints too), and a world committing there."""
+    async with own_database(server_url) as (url, db):
+        yield url, db, World(TaskService(db))
+
+
 async def test_events_committed_while_baton_is_down_are_delivered_when_it_is_back(
-    database_url: str, db: Database, world: World, receiver: Receiver, tmp_path: Path
+    own: tuple[str, Database, World], receiver: Receiver, tmp_path: Path
 ) -> None:
+    database_url, db, world = own
     url, process = await _start(database_url, tmp_path / "a.log")
     token = await create_token(db, owner(world.req_owner))
     made = await create_endpoint(f"{url}/graphql", token, receiver.at("/down"))
@@ -46,11 +59,12 @@ async def test_events_committed_while_baton_is_down_are_delivered_when_it_is_bac
 
 
 async def test_kill_9_between_commit_and_acknowledgement_then_restart_delivers(
-    database_url: str, db: Database, world: World, receiver: Receiver, tmp_path: Path
+    own: tuple[str, Database, World], receiver: Receiver, tmp_path: Path
 ) -> None:
     """Baton sends, the receiver holds the request, Baton is killed (SIGKILL) before it learns
     the answer. After a restart the endpoint's lease runs out (2 x timeout + 10 s) and the
     message goes again: the one duplicate at-least-once allows, with the same webhook-id."""
+    database_url, db, world = own
     url, process = await _start(database_url, tmp_path / "a.log")
     token = await create_token(db, owner(world.req_owner))
     made = await create_endpoint(f"{url}/graphql", token, receiver.at("/killed"))
@@ -73,12 +87,13 @@ async def test_kill_9_between_commit_and_acknowledgement_then_restart_delivers(
 
 
 async def test_two_processes_acknowledge_every_event_and_count_duplicates(
-    database_url: str, db: Database, world: World, receiver: Receiver, tmp_path: Path
+    own: tuple[str, Database, World], receiver: Receiver, tmp_path: Path
 ) -> None:
     """Two `baton serve` processes on one database, each working on at most two endpoints at
     once, six endpoints, ten hand-offs (twenty events each endpoint must get). An endpoint is
     leased by one process at a time, so no message goes twice: a duplicate could only come
     from a lease lost mid-send (a process stalled past it or killed, as in the test above)."""
+    database_url, db, world = own
     receiver.delay = 0.02  # each answer takes a little while, so both processes get work
     servers = [
         await _start(database_url, tmp_path / f"{n}.log", BATON_WEBHOOK_CONCURRENCY="2")
@@ -121,11 +136,12 @@ async def test_two_processes_acknowledge_every_event_and_count_duplicates(
 
 
 async def test_a_stop_waits_on_no_receiver_and_hands_its_endpoints_back(
-    database_url: str, db: Database, world: World, receiver: Receiver, tmp_path: Path
+    own: tuple[str, Database, World], receiver: Receiver, tmp_path: Path
 ) -> None:
     """SIGINT while a receiver holds a request: the server stops by itself (not killed after
     the 15 s the fixture allows), and leaves the endpoint free at once, so the restarted
     server sends the unacknowledged message again without waiting for a lease to expire."""
+    database_url, db, world = own
     url, process = await _start(database_url, tmp_path / "a.log")
     token = await create_token(db, owner(world.req_owner))
     made = await create_endpoint(f"{url}/graphql", token, receiver.at("/held"))
