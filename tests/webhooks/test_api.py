@@ -11,6 +11,7 @@ from baton.store.webhooks import MAX_ENDPOINTS
 from tests.conftest import LiveServer
 from tests.helpers import World
 from tests.webhooks.conftest import create_endpoint, graphql
+from tests.webhooks.test_delivery import eventually
 
 
 def owner(handle: str) -> Principal:
@@ -189,3 +190,27 @@ async def test_update_changes_what_is_given(webhook_server: LiveServer, world: W
     assert endpoint["taskEvents"] is None and endpoint["enabled"]
     answer = await graphql(webhook_server, token, update, {"input": {"id": id, "url": "ftp://x/"}})
     assert answer["updateWebhookEndpoint"]["field"] == "url"
+
+
+async def test_a_server_without_endpoints_follows_no_event_log_for_them(
+    live_server: LiveServer, webhook_server: LiveServer, world: World
+) -> None:
+    """With no endpoint in its database a server's webhook worker holds no live stream (so its
+    hub reads nothing per commit for it); with endpoints it follows both logs."""
+    import httpx
+
+    async def streams(server: LiveServer) -> float:
+        async with httpx.AsyncClient() as client:
+            text = (await client.get(f"{server.url}/metrics")).text
+        (line,) = [x for x in text.splitlines() if x.startswith("baton_live_subscriptions ")]
+        return float(line.split()[1])
+
+    assert await live_server.db.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
+    assert await streams(live_server) == 0
+    token = await webhook_server.token(owner(f"s{world.tag}"))
+    await create_endpoint(webhook_server, token, "http://127.0.0.1:9/x")
+
+    async def following() -> bool:
+        return await streams(webhook_server) >= 2
+
+    await eventually(following)

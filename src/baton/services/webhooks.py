@@ -137,6 +137,7 @@ class WebhookService:
             )
         if created is None:
             raise InvalidInput("owner", f"an owner has at most {store.MAX_ENDPOINTS} endpoints")
+        self.on_change()
         return WithSecret(created, secret)
 
     async def update(

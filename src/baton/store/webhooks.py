@@ -304,6 +304,10 @@ async def claim(
     return [(EndpointRecord.from_row(r), bool(r["manual"])) for r in rows]
 
 
+async def any_endpoint(db: Database) -> bool:
+    return bool(await db.fetchval("SELECT EXISTS (SELECT 1 FROM webhook_endpoints)"))
+
+
 async def next_due(db: Database) -> datetime | None:
     """When the soonest backed-off endpoint is due again (None: none is)."""
     value = await db.fetchval(

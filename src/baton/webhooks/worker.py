@@ -113,6 +113,7 @@ class DeliveryWorker:
         # mistakes a dead predecessor's lease for its own.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         self._wake = asyncio.Event()
+        self._endpoints_exist = asyncio.Event()
         self._active: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._http: httpx.AsyncClient | None = None
@@ -166,37 +167,54 @@ class DeliveryWorker:
     # --- the loop -----------------------------------------------------------------------------
 
     async def _follow(self, stream: Callable[[], AsyncIterator[Any]]) -> None:
-        """Wake the loop on every event committed (on any process): the hub already reads the
-        log once for this process, so this costs no query of its own. A stream that fails
-        (the database away) is opened again."""
+        """Wake the loop on every event committed (on any process) while any endpoint exists:
+        the hub already reads the log once for this process, so this costs no query of its
+        own. With no endpoint it follows nothing, so a server without webhooks does no work
+        per commit for them. A stream that fails (the database away) is opened again."""
         while True:
+            await self._endpoints_exist.wait()
             try:
                 async for _ in stream():
                     self._wake.set()
+                    if not self._endpoints_exist.is_set():
+                        break
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("webhooks: following the event log failed (%s)", exc)
-            await asyncio.sleep(self.settings.poll_seconds)  # then open it again
+                await asyncio.sleep(self.settings.poll_seconds)  # then open it again
 
     async def _loop(self) -> None:
         delay = 0.1
+        idle = True  # the last wait ended without a wake-up
         while True:
             wait = self.settings.poll_seconds
             try:
-                await self._fill()
-                due = await store.next_due(self.db)
-                if due is not None:
-                    until = (due - datetime.now(UTC)).total_seconds()
-                    wait = max(0.01, min(wait, until))
+                # Whether any endpoint exists: looked at only when nothing woke the loop (on
+                # poll), or before any is known (an endpoint made on another process shows
+                # within `poll_seconds`); one query per poll, none per commit.
+                if idle or not self._endpoints_exist.is_set():
+                    if await store.any_endpoint(self.db):
+                        self._endpoints_exist.set()
+                    else:
+                        self._endpoints_exist.clear()
+                if self._endpoints_exist.is_set():
+                    await self._fill()
+                    due = await store.next_due(self.db)
+                    if due is not None:
+                        until = (due - datetime.now(UTC)).total_seconds()
+                        wait = max(0.01, min(wait, until))
                 delay = 0.1
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database being away must not stop deliveries
                 log.warning("webhooks: claiming failed (%s); retrying in %.1fs", exc, delay)
                 wait, delay = delay, min(delay * 2, 5.0)
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), wait)
+                idle = False
+            except TimeoutError:
+                idle = True
             self._wake.clear()
 
     async def _fill(self) -> None:
