@@ -3,10 +3,11 @@
 The outbox is the event logs themselves: an endpoint's cursor in each log says what it has
 acknowledged. The worker claims endpoints with work due (a lease on the endpoint's row, taken
 with `FOR UPDATE SKIP LOCKED`, so one process at a time works on an endpoint), renders what
-lies after the cursors, sends it one message at a time in id order, and writes the results and
-the new cursors in one statement, while its lease holds. A process killed anywhere in between
-has written nothing; its lease runs out and the next claim sends from the old cursor again:
-the receiver may see a message twice (same `webhook-id`), never miss one.
+lies after the cursors, sends it one message at a time in id order, and writes a batch's
+results and the new cursors in one transaction, only while its lease holds. A process killed
+anywhere in between has written nothing for that batch; its lease runs out and the next claim
+sends from the old cursor again: the receiver may see the batch's messages twice (same
+`webhook-id`), never miss one.
 
 Order: an endpoint's task events arrive in task-event id order (commit order), and its run
 events in run-event id order; the two logs are two sequences, sent task events first within
