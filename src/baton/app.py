@@ -36,6 +36,7 @@ from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.metrics import HTTP_REQUESTS, REGISTRY
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
+from baton.services.webhooks import WebhookService
 from baton.settings import Settings
 from baton.store import migrate
 from baton.store.db import Database, libpq_url, pool_share
@@ -45,6 +46,9 @@ from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_ws import GraphQLWS, SocketLimits
+from baton.webhooks.addresses import Policy
+from baton.webhooks.signing import SecretBox
+from baton.webhooks.worker import DeliveryWorker, WorkerSettings
 
 log = logging.getLogger("baton")
 
@@ -62,9 +66,12 @@ class Runtime:
     runs: RunService
     hub: EventHub[EventRecord]
     run_hub: EventHub[RunEventRecord]
+    webhooks: WebhookService | None = None
 
     def context(self, principal: Principal) -> Context:
-        return Context(principal, self.service, self.runs, self.hub, self.run_hub)
+        return Context(
+            principal, self.service, self.runs, self.hub, self.run_hub, webhooks=self.webhooks
+        )
 
 
 def database_url(settings: Settings) -> str:
@@ -174,10 +181,32 @@ def create_app(
         sweeper = asyncio.create_task(
             _sweep(runs, settings.run_lease_seconds), name="baton-sweeper"
         )
-        runtime["current"] = Runtime(db, service, runs, hub, run_hub)
+        policy = Policy(settings.webhook_allow_private, settings.webhook_allow_http)
+        box = SecretBox(settings.webhook_secret_key)
+        if not box.encrypts:
+            log.info("BATON_WEBHOOK_SECRET_KEY is unset: webhook secrets are stored as given")
+        deliveries = DeliveryWorker(
+            db,
+            engine,
+            context,
+            (hub, run_hub),
+            box,
+            WorkerSettings(
+                policy,
+                timeout=settings.webhook_timeout_seconds,
+                retry_first=settings.webhook_retry_seconds,
+                max_attempts=settings.webhook_max_attempts,
+                concurrency=settings.webhook_concurrency,
+                poll_seconds=settings.poll_seconds,
+            ),
+        )
+        webhooks = WebhookService(db, box, policy, on_change=deliveries.wake)
+        runtime["current"] = Runtime(db, service, runs, hub, run_hub, webhooks)
+        await deliveries.start()
         try:
             yield
         finally:
+            await deliveries.stop()  # bounded: attempts in flight are cancelled, not awaited
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper

@@ -26,6 +26,13 @@ NON_MOVE_MUTATIONS = {
     "deleteGateRule",
     "createRun",
     "runHeartbeat",
+    # webhooks (baton.api.webhooks)
+    "createWebhookEndpoint",
+    "updateWebhookEndpoint",
+    "deleteWebhookEndpoint",
+    "rotateWebhookSecret",
+    "pingWebhookEndpoint",
+    "redeliverWebhook",
 }
 
 

@@ -1,5 +1,5 @@
 // The page: sign-in, one live event stream for every view, and a router over the URL's hash
-// (#/board, #/inbox, #/task/ID, #/graph/ID, #/runs).
+// (#/board, #/inbox, #/task/ID, #/graph/ID, #/runs, #/webhooks).
 
 import { Api, AuthError, problem } from "./api.js";
 import { announce, debounce, h } from "./dom.js";
@@ -178,6 +178,7 @@ async function start(token) {
     else if (name === "task" && id) mod = taskView;
     else if (name === "graph" && id) mod = await import("./views/graph.js");
     else if (name === "runs") mod = await import("./views/runs.js");
+    else if (name === "webhooks") mod = await import("./views/webhooks.js");
     if (ended) return;
     document.title = `${name === "task" || name === "graph" ? `${id} · ` : ""}${name[0].toUpperCase()}${name.slice(1)} · Baton board`;
     view.replaceChildren();
