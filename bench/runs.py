@@ -31,7 +31,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import httpx
 
-from baton.access.principals import Principal, PrincipalKind
+from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.access.tokens import create_token
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
@@ -159,9 +159,11 @@ async def drain(server: Server, url: str, daemons: int, runs: int) -> dict[str, 
     }
 
 
-def statements(server: Server) -> float:
-    text = httpx.get(f"{server.url}/metrics").text
-    for line in text.splitlines():
+def statements(server: Server, admin: str) -> float:
+    """The server's statement count so far, from /metrics (which needs an admin token)."""
+    answer = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {admin}"})
+    answer.raise_for_status()
+    for line in answer.text.splitlines():
         if line.startswith("baton_db_statements_total "):
             return float(line.split()[1])
     return 0.0
@@ -172,6 +174,7 @@ async def one_event_each(server: Server, url: str, count: int) -> list[dict[str,
     owner, project = f"cost{tag}", f"c{tag}"
     agent = Principal(PrincipalKind.AGENT, f"{owner}/a")
     bearer = await token(url, agent)
+    admin = await token(url, ADMIN)
     task_ids = await seed_tasks(url, agent.handle, project, count, tag)
     run_ids = await seed_runs(url, owner, project, count, tag)
     rows = []
@@ -184,7 +187,7 @@ async def one_event_each(server: Server, url: str, count: int) -> list[dict[str,
             ("acceptTask (task move)", ACCEPT, task_ids, "MoveSuccess"),
             ("reachCheckpoint (run event)", REACH, run_ids, "RunMoveSuccess"),
         ):
-            cpu, sql = server.cpu_seconds(), statements(server)
+            cpu, sql = server.cpu_seconds(), statements(server, admin)
             started = time.perf_counter()
             failures = 0
             for item in ids:
@@ -199,7 +202,7 @@ async def one_event_each(server: Server, url: str, count: int) -> list[dict[str,
                     "count": len(ids),
                     "req/s": len(ids) / elapsed,
                     "server CPU ms/req": (server.cpu_seconds() - cpu) * 1000 / len(ids),
-                    "statements/req": (statements(server) - sql) / len(ids),
+                    "statements/req": (statements(server, admin) - sql) / len(ids),
                     "failures": failures,
                 }
             )

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.settings import VARIABLES
+from baton.store.db import libpq_url
+from baton.store.embedded import create_database
 
 
 def baton(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -20,6 +24,24 @@ def baton(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         capture_output=True,
         text=True,
         timeout=120,
+    )
+
+
+def no_database_env() -> dict[str, str]:
+    """The environment of a newcomer who set nothing: the embedded database, found or not."""
+    return {
+        k: v for k, v in os.environ.items() if k not in ("BATON_DATABASE_URL", "BATON_DATA_DIR")
+    }
+
+
+def baton_here(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "baton.cli", *args],
+        env=no_database_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
     )
 
 
@@ -35,6 +57,20 @@ def test_serve_help_lists_defaults_and_every_variable() -> None:
     assert "(default: 127.0.0.1)" in done.stdout and "(default: 8000)" in done.stdout
     for variable in VARIABLES:
         assert variable.name in done.stdout
+
+
+def test_serve_help_says_each_default_once_and_that_it_stays_in_the_foreground() -> None:
+    done = baton("serve", "--help")
+    options = done.stdout.split("options:", 1)[1].split("environment", 1)[0]
+    # One block per option: its line and the indented lines that continue its help.
+    blocks = re.split(r"\n(?=  -)", options.strip())
+    assert len(blocks) == 5, blocks
+    for block in blocks:
+        assert block.count("default") <= 1, block
+    workers = next(b for b in blocks if "--workers" in b)
+    assert workers.count("(default: 1)") == 1, workers
+    assert "default" not in next(b for b in blocks if "--access-log" in b)
+    assert "foreground until Ctrl-C or SIGTERM" in " ".join(done.stdout.split())
 
 
 @pytest.mark.parametrize(
@@ -61,7 +97,9 @@ def test_a_configuration_error_is_one_line_and_exit_code_2(
     assert "Traceback" not in done.stderr
 
 
-def test_token_commands_say_which_database_and_never_print_a_secret(database_url: str) -> None:
+def test_token_commands_say_which_database_and_never_print_a_secret(
+    database_url: str, engine: AsyncEngine
+) -> None:
     env = {"BATON_DATABASE_URL": database_url}
     created = baton("token", "create", "--principal", "clilist/a", "--expires-in", "12h", env=env)
     assert created.returncode == 0, created.stderr
@@ -121,3 +159,69 @@ def test_a_command_run_below_the_data_dir_uses_it(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.stdout.strip() == str(tmp_path / ".baton"), done.stderr
+
+
+def test_token_commands_refuse_a_folder_with_no_database_and_create_nothing(
+    tmp_path: Path,
+) -> None:
+    """In a folder with no `.baton` (nor one above), minting would make a new, empty database
+    that no running server uses: refused in one line, and no `.baton` appears."""
+    for args in (("token", "create", "--principal", "alice"), ("token", "list")):
+        done = baton_here(*args, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith(f"baton: BATON_DATA_DIR: no database in {tmp_path / '.baton'}")
+        assert "nothing was created" in lines[0]
+        assert ("--create" in lines[0]) == (args[1] == "create")
+    assert not (tmp_path / ".baton").exists()
+
+
+def test_create_mints_into_a_new_database_and_says_so(tmp_path: Path) -> None:
+    created = baton_here("token", "create", "--principal", "alice", "--create", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.startswith("baton_") and created.stdout.count("\n") == 1
+    assert "(BATON_DATA_DIR unset; set it to keep one database for every directory, new)" in (
+        created.stderr
+    )
+    assert "--create: the token is in this database" in created.stderr
+
+    # Now there is one: the commands use it, and say where they found it.
+    here = baton_here("token", "list", cwd=tmp_path)
+    assert here.returncode == 0, here.stderr
+    assert "found in the working directory" in here.stderr
+    assert "alice" in here.stdout
+    below = tmp_path / "src"
+    below.mkdir()
+    deeper = baton_here("token", "list", cwd=below)
+    assert deeper.returncode == 0, deeper.stderr
+    assert "found above the working directory" in deeper.stderr
+    assert f"in {tmp_path / '.baton'} " in deeper.stderr
+
+
+async def test_token_create_refuses_a_database_url_no_server_has_used(server_url: str) -> None:
+    name = f"baton_cli_new_{os.getpid()}"
+    url = await create_database(server_url, name)
+    try:
+        env = {"BATON_DATABASE_URL": url}
+        refused = baton("token", "create", "--principal", "alice", env=env)
+        assert refused.returncode == 2, refused.stderr
+        problem = refused.stderr.splitlines()[-1]
+        assert problem.startswith("baton: BATON_DATABASE_URL: this database has no Baton tables")
+        assert "--create" in problem
+        conn = await asyncpg.connect(libpq_url(url))
+        try:  # nothing was migrated into it
+            assert await conn.fetchval("SELECT to_regclass('alembic_version')") is None
+        finally:
+            await conn.close()
+
+        created = baton("token", "create", "--principal", "alice", "--create", env=env)
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.startswith("baton_")
+    finally:
+        conn = await asyncpg.connect(libpq_url(server_url))
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()

@@ -29,25 +29,31 @@ from baton.api.schema import schema
 from baton.board import routes as board_routes
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
+from baton.errors import Unavailable
 from baton.live.backends import make_backend
 from baton.live.hub import STOP_SECONDS, EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.metrics import HTTP_REQUESTS, REGISTRY
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
+from baton.services.webhooks import WebhookService
 from baton.settings import Settings
 from baton.store import migrate
 from baton.store.db import Database, libpq_url, pool_share
 from baton.store.embedded import start_embedded
 from baton.store.records import EventRecord, RunEventRecord
-from baton.web.auth import TokenCache
+from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_ws import GraphQLWS, SocketLimits
+from baton.webhooks.addresses import Policy
+from baton.webhooks.signing import SecretBox
+from baton.webhooks.worker import DeliveryWorker, WorkerSettings
 
 log = logging.getLogger("baton")
 
 GRAPHQL = "/graphql"
+READYZ_UNAVAILABLE = "the database does not answer"
 COUNTED_PATHS = frozenset({GRAPHQL, "/healthz", "/readyz", "/metrics"})
 
 
@@ -60,9 +66,12 @@ class Runtime:
     runs: RunService
     hub: EventHub[EventRecord]
     run_hub: EventHub[RunEventRecord]
+    webhooks: WebhookService | None = None
 
     def context(self, principal: Principal) -> Context:
-        return Context(principal, self.service, self.runs, self.hub, self.run_hub)
+        return Context(
+            principal, self.service, self.runs, self.hub, self.run_hub, webhooks=self.webhooks
+        )
 
 
 def database_url(settings: Settings) -> str:
@@ -129,6 +138,14 @@ class Front:
             await self.rest(scope, receive, send)
 
 
+def _metrics_refused(status: int, why: str) -> Response:
+    return Response(
+        f"{why}: /metrics needs an admin API token or BATON_METRICS_TOKEN as a bearer token\n",
+        status,
+        headers={"WWW-Authenticate": 'Bearer realm="baton-metrics"'},
+    )
+
+
 def create_app(
     settings: Settings | None = None, *, run_migrations: bool = True, processes: int = 1
 ) -> Front:
@@ -164,10 +181,32 @@ def create_app(
         sweeper = asyncio.create_task(
             _sweep(runs, settings.run_lease_seconds), name="baton-sweeper"
         )
-        runtime["current"] = Runtime(db, service, runs, hub, run_hub)
+        policy = Policy(settings.webhook_allow_private, settings.webhook_allow_http)
+        box = SecretBox(settings.webhook_secret_key)
+        if not box.encrypts:
+            log.info("BATON_WEBHOOK_SECRET_KEY is unset: webhook secrets are stored as given")
+        deliveries = DeliveryWorker(
+            db,
+            engine,
+            context,
+            (hub, run_hub),
+            box,
+            WorkerSettings(
+                policy,
+                timeout=settings.webhook_timeout_seconds,
+                retry_first=settings.webhook_retry_seconds,
+                max_attempts=settings.webhook_max_attempts,
+                concurrency=settings.webhook_concurrency,
+                poll_seconds=settings.poll_seconds,
+            ),
+        )
+        webhooks = WebhookService(db, box, policy, on_change=deliveries.wake)
+        runtime["current"] = Runtime(db, service, runs, hub, run_hub, webhooks)
+        await deliveries.start()
         try:
             yield
         finally:
+            await deliveries.stop()  # bounded: attempts in flight are cancelled, not awaited
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
@@ -189,26 +228,36 @@ def create_app(
         try:
             current = await migrate.current_revision(rt.db)
         except Exception as exc:  # any failure to reach the database means "not ready"
-            return JSONResponse({"status": "unavailable", "reason": str(exc)[:200]}, 503)
+            # The probe needs no token: the detail (hosts, ports, driver messages) goes to
+            # the log, never to the caller.
+            log.warning("readyz: the database does not answer: %r", exc)
+            return JSONResponse({"status": "unavailable", "reason": READYZ_UNAVAILABLE}, 503)
         if current != head:
             return JSONResponse({"status": "migrating", "at": current, "head": head}, 503)
         return JSONResponse({"status": "ready", "revision": current})
 
-    metrics_token = f"Bearer {settings.metrics_token}".encode() if settings.metrics_token else None
-
-    async def metrics(request: Request) -> Response:
-        if metrics_token is not None and not secrets.compare_digest(
-            request.headers.get("authorization", "").encode(), metrics_token
-        ):
-            return Response(
-                "a valid bearer token is required (BATON_METRICS_TOKEN)\n",
-                401,
-                headers={"WWW-Authenticate": 'Bearer realm="baton-metrics"'},
-            )
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
-
     engine = Engine(schema, DEFAULT_LIMITS)  # the GraphQL engine (no database in it)
     tokens = TokenCache(resolve, working, settings.token_check_seconds)
+    metrics_token = settings.metrics_token.encode() if settings.metrics_token else None
+
+    async def metrics(request: Request) -> Response:
+        """Prometheus text, for a bearer token only: the metrics name mutations, paths and
+        volumes, which is no one's business but the operator's. An admin API token always
+        works; BATON_METRICS_TOKEN, when set, is a token for the scraper alone."""
+        token = bearer(request.headers.get("authorization"))
+        if token is None:
+            return _metrics_refused(401, "a bearer token is required")
+        if metrics_token is None or not secrets.compare_digest(token.encode(), metrics_token):
+            try:
+                grant = await tokens.grant(token)
+            except Unavailable:
+                return JSONResponse({"status": "unavailable"}, 503, headers={"Retry-After": "1"})
+            if grant is None:
+                return _metrics_refused(401, "the bearer token does not work")
+            if not grant.principal.is_admin:
+                return _metrics_refused(403, "the bearer token is not an admin token")
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
     socket_limits = SocketLimits(
         init_timeout=settings.ws_init_timeout,
         max_unauthenticated=settings.max_unauthenticated_sockets,

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -72,19 +73,53 @@ def _redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
-def _say_database(settings: Settings) -> None:
+def _embedded_exists(settings: Settings) -> bool:
+    from baton.store.embedded import PGDATA_SUBDIR
+
+    return (settings.data_dir.expanduser().resolve() / PGDATA_SUBDIR).is_dir()
+
+
+def describe_database(settings: Settings) -> str:
+    """Which database a command uses and why, as said on stderr (`baton: database: …`)."""
     if settings.database_url is not None:
-        where = f"{_redacted(settings.database_url)} (BATON_DATABASE_URL)"
+        return f"{_redacted(settings.database_url)} (BATON_DATABASE_URL)"
+    data_dir = settings.data_dir.expanduser().resolve()
+    if settings.data_dir_source == "found":
+        try:
+            here = data_dir.parent == Path.cwd().resolve()
+        except OSError:  # the working directory was removed
+            here = False
+        where = "in the working directory" if here else "above the working directory"
+        source = f"found {where}; BATON_DATA_DIR to choose"
+    elif settings.data_dir_source == "BATON_DATA_DIR":
+        source = "BATON_DATA_DIR"
     else:
+        source = "BATON_DATA_DIR unset; set it to keep one database for every directory"
+    fresh = "" if _embedded_exists(settings) else ", new"
+    return f"embedded PostgreSQL in {data_dir} ({source}{fresh})"
+
+
+def _say_database(settings: Settings) -> None:
+    print(f"baton: database: {describe_database(settings)}", file=sys.stderr, flush=True)
+
+
+# A token minted into a database no server uses is refused by the server the person meant; a
+# database that does not exist yet is never the one a running server uses, so the token
+# commands refuse it unless asked (`--create`).
+NEW_DATABASE_HELP = (
+    "run this where `baton serve` runs (the folder holding its .baton, or below it), or set "
+    "BATON_DATA_DIR or BATON_DATABASE_URL to the server's database"
+)
+
+
+def _refuse_new_embedded(settings: Settings, *, can_create: bool) -> None:
+    if settings.database_url is None and not _embedded_exists(settings):
         data_dir = settings.data_dir.expanduser().resolve()
-        source = {
-            "BATON_DATA_DIR": "BATON_DATA_DIR",
-            "found": "found above the working directory; BATON_DATA_DIR to choose",
-            "default": "BATON_DATA_DIR unset; set it to keep one database for every directory",
-        }[settings.data_dir_source]
-        fresh = "" if (data_dir / "pgdata").is_dir() else ", new"
-        where = f"embedded PostgreSQL in {data_dir} ({source}{fresh})"
-    print(f"baton: database: {where}", file=sys.stderr, flush=True)
+        create = "; or pass --create to make a new, empty one" if can_create else ""
+        raise ConfigError(
+            "BATON_DATA_DIR",
+            f"no database in {data_dir} yet, nothing was created: {NEW_DATABASE_HELP}{create}",
+        )
 
 
 def _start_embedded(settings: Settings) -> str:
@@ -109,8 +144,9 @@ def _database_problem(exc: BaseException) -> str:
     return f"cannot use the database: {first}"
 
 
-async def _prepared(settings: Settings, *, migrate: bool = True) -> str:
-    """A database URL that answers and is migrated (the embedded one started if need be)."""
+async def _prepared(settings: Settings, *, migrate: bool = True, new_ok: bool = True) -> str:
+    """A database URL that answers and is migrated (the embedded one started if need be).
+    `new_ok=False` refuses a database Baton has never used (no migration applied yet)."""
     import asyncpg
 
     from baton.store import migrate as migrations
@@ -122,7 +158,17 @@ async def _prepared(settings: Settings, *, migrate: bool = True) -> str:
         url = await asyncio.to_thread(_start_embedded, settings)
     try:
         conn = await asyncpg.connect(libpq_url(url), timeout=CONNECT_SECONDS)
-        await conn.close()
+        try:
+            used = await conn.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL")
+        finally:
+            await conn.close()
+        if not used and not new_ok:
+            raise ConfigError(
+                variable,
+                "this database has no Baton tables yet (no server has used it), nothing was "
+                f"changed: {NEW_DATABASE_HELP}; `baton migrate` (or `baton token create "
+                "--create`) prepares it",
+            )
         if migrate:
             await asyncio.wait_for(migrations.upgrade_url(url), 120)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
@@ -316,10 +362,12 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _with_db(settings: Settings, work: Any) -> Any:
+async def _with_db(settings: Settings, work: Any, *, new_ok: bool = False) -> Any:
+    """`work(db)` on the settings' database; one Baton has never used is refused unless
+    `new_ok` (see `NEW_DATABASE_HELP`)."""
     from baton.store.db import Database
 
-    url = await _prepared(settings)
+    url = await _prepared(settings, new_ok=new_ok)
     db = await Database.connect(url, min_size=1, max_size=1)
     try:
         return await work(db)
@@ -344,11 +392,22 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
         except ValueError as exc:
             print(f"baton: --expires-in: {exc}", file=sys.stderr)
             return 2
+    if not args.create:
+        _refuse_new_embedded(settings, can_create=True)
     _say_database(settings)
     token = asyncio.run(
-        _with_db(settings, lambda db: create_token(db, principal, expires_in=expires_in))
+        _with_db(
+            settings,
+            lambda db: create_token(db, principal, expires_in=expires_in),
+            new_ok=args.create,
+        )
     )
     print(token)
+    if args.create:
+        print(
+            "baton: --create: the token is in this database; a server using another one refuses it",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -361,6 +420,7 @@ def _when(at: datetime | None, now: datetime) -> str:
 def _token_list(args: argparse.Namespace, settings: Settings) -> int:
     from baton.access.tokens import list_tokens
 
+    _refuse_new_embedded(settings, can_create=False)
     _say_database(settings)
     tokens = asyncio.run(_with_db(settings, list_tokens))
     now = datetime.now().astimezone()
@@ -400,6 +460,7 @@ def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
+    _refuse_new_embedded(settings, can_create=False)
     _say_database(settings)
     revoked = asyncio.run(_with_db(settings, lambda db: revoke_token(db, token_id)))
     if revoked is None:
@@ -424,7 +485,12 @@ def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+    """Adds `(default: …)` once, only where there is a default to tell (not to flags)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def environment_help() -> str:
@@ -442,9 +508,14 @@ def parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve",
-        help="apply migrations, then serve /graphql",
-        description="Apply pending migrations, then serve GraphQL over HTTP and WebSocket on "
-        "/graphql (GraphiQL in a browser), /healthz, /readyz and /metrics.",
+        help="apply migrations, then serve /graphql (in the foreground)",
+        description=textwrap.fill(
+            "Apply pending migrations, then serve GraphQL over HTTP and WebSocket on /graphql "
+            "(GraphiQL in a browser), the board on /, /healthz, /readyz and /metrics. It stays "
+            "in the foreground until Ctrl-C or SIGTERM: start it with `&`, in another terminal "
+            "or under a service manager to keep using the shell.",
+            88,
+        ),
         epilog=environment_help(),
         formatter_class=_Help,
     )
@@ -456,8 +527,8 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="server processes sharing the address (default 1; they share "
-        "BATON_DATABASE_POOL_SIZE connections, and each has its own /metrics)",
+        help="server processes sharing the address; together they use "
+        "BATON_DATABASE_POOL_SIZE connections, and each has its own /metrics",
     )
     serve.set_defaults(run=_serve)
 
@@ -477,6 +548,12 @@ def parser() -> argparse.ArgumentParser:
     who.add_argument("--admin", action="store_true", help="a token for operations")
     create.add_argument(
         "--expires-in", metavar="DURATION", help="e.g. 30d, 12h, 15m (default: never)"
+    )
+    create.add_argument(
+        "--create",
+        action="store_true",
+        help="mint even into a database no server has used yet (by default that is refused: "
+        "a running server on another database would not accept the token)",
     )
     create.set_defaults(run=_token_create)
     listing = token_sub.add_parser("list", help="list tokens (never their secrets)")

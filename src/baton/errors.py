@@ -67,6 +67,17 @@ class InvalidRunMove(InvalidMove):
         self.checkpoint = checkpoint
 
 
+class LeaseLost(BatonError):
+    """The caller does not hold the live lease of the claimed run it tried to drive: the lease
+    ran out, another claim holds the run now, or the lease id given is not the current one."""
+
+    code = "lease_lost"
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.id = run_id
+
+
 class VersionConflict(BatonError):
     code = "version_conflict"
 

@@ -96,10 +96,59 @@ def limits_table() -> str:
             f"refused within {_seconds(s.token_check_seconds)}; open WebSockets closed with 4403",
             "`BATON_TOKEN_CHECK_SECONDS`",
         ),
+        *webhook_limits(s),
     ]
     lines = ["| limit | value | set by |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return "\n".join(lines)
+
+
+def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
+    from baton.services.webhooks import MAX_DESCRIPTION, MAX_GRACE_SECONDS
+    from baton.store.webhooks import KEPT_DELIVERIES, MAX_ENDPOINTS
+    from baton.webhooks.addresses import MAX_URL_LENGTH
+    from baton.webhooks.attempt import MAX_RESPONSE_BYTES
+    from baton.webhooks.worker import BATCH
+
+    return [
+        ("webhook endpoints per owner", str(MAX_ENDPOINTS), "`baton.store.webhooks`"),
+        (
+            "webhook URL / description",
+            f"{MAX_URL_LENGTH:,} / {MAX_DESCRIPTION} characters",
+            "`baton.webhooks`",
+        ),
+        (
+            "one webhook attempt (resolve, connect, send, answer)",
+            _seconds(s.webhook_timeout_seconds),
+            "`BATON_WEBHOOK_TIMEOUT_SECONDS`",
+        ),
+        (
+            "a receiver's answer kept",
+            f"{_size(MAX_RESPONSE_BYTES)} of its body (the rest is not read)",
+            "`baton.webhooks.attempt`",
+        ),
+        (
+            "attempts at one event before its endpoint is disabled",
+            f"{s.webhook_max_attempts} (retries from {_seconds(s.webhook_retry_seconds)}, x4 "
+            "each, at most 6 h)",
+            "`BATON_WEBHOOK_MAX_ATTEMPTS`, `BATON_WEBHOOK_RETRY_SECONDS`",
+        ),
+        (
+            "webhook endpoints delivered to at once",
+            f"{s.webhook_concurrency} per process; {BATCH} events per endpoint per turn",
+            "`BATON_WEBHOOK_CONCURRENCY`",
+        ),
+        (
+            "webhook deliveries kept",
+            f"the newest {KEPT_DELIVERIES:,} per endpoint (pending ones always)",
+            "`baton.store.webhooks`",
+        ),
+        (
+            "a rotated webhook secret's grace period",
+            f"at most {MAX_GRACE_SECONDS // 86400} days (default 1 day)",
+            "`baton.services.webhooks`",
+        ),
+    ]
 
 
 ENGINE_LABELS = {

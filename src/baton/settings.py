@@ -51,6 +51,14 @@ class Settings:
     database_pool_size: int = 16
     metrics_token: str | None = None
     metrics_address: tuple[str, int] | None = None
+    # Webhooks (baton.webhooks): kept together.
+    webhook_allow_private: bool = False
+    webhook_allow_http: bool = False
+    webhook_secret_key: str | None = None
+    webhook_timeout_seconds: float = 10.0
+    webhook_retry_seconds: float = 5.0
+    webhook_max_attempts: int = 11
+    webhook_concurrency: int = 16
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -165,6 +173,21 @@ def address(name: str, raw: str) -> tuple[str, int]:
     if not sep or not host or number is None:
         raise ConfigError(name, f"must be HOST:PORT, e.g. 127.0.0.1:9100 (got {raw[:60]!r})")
     return host, number
+
+
+def flag(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(name, f"must be true or false (got {raw[:40]!r})")
+
+
+def secret_key(name: str, raw: str) -> str:
+    if len(raw) < 32:
+        raise ConfigError(name, "must be at least 32 characters (e.g. `openssl rand -base64 32`)")
+    return raw
 
 
 def find_data_dir(start: Path) -> Path | None:
@@ -296,16 +319,72 @@ VARIABLES = (
     Variable(
         "BATON_METRICS_TOKEN",
         "metrics_token",
-        "unset: no token",
-        "when set, GET /metrics needs `Authorization: Bearer <this value>`",
+        "unset: admin API tokens only",
+        "GET /metrics always needs a bearer token: an admin API token, or this value when set "
+        "(a token for the scraper alone)",
         text,
     ),
     Variable(
         "BATON_METRICS_ADDRESS",
         "metrics_address",
         "unset: the main port",
-        "HOST:PORT to serve /metrics on instead of the main address",
+        "HOST:PORT to serve /metrics on instead of the main address (the token is still "
+        "needed there)",
         address,
+    ),
+    # --- webhooks ---
+    Variable(
+        "BATON_WEBHOOK_ALLOW_PRIVATE",
+        "webhook_allow_private",
+        "false",
+        "true: webhook URLs may resolve to loopback, private or link-local addresses (tests, "
+        "local development)",
+        flag,
+    ),
+    Variable(
+        "BATON_WEBHOOK_ALLOW_HTTP",
+        "webhook_allow_http",
+        "false",
+        "true: webhook URLs may be plain http:// (otherwise https:// only)",
+        flag,
+    ),
+    Variable(
+        "BATON_WEBHOOK_SECRET_KEY",
+        "webhook_secret_key",
+        "unset: stored as given",
+        "when set (32+ characters), webhook signing secrets are stored encrypted with it "
+        "(AES-256-GCM); unset, they are stored in plain text in the database",
+        secret_key,
+    ),
+    Variable(
+        "BATON_WEBHOOK_TIMEOUT_SECONDS",
+        "webhook_timeout_seconds",
+        "10",
+        "the most one webhook attempt may take (connect, send, read the answer)",
+        number(float, 0.1, 120),
+    ),
+    Variable(
+        "BATON_WEBHOOK_RETRY_SECONDS",
+        "webhook_retry_seconds",
+        "5",
+        "the first webhook retry's delay; each later one waits 4 times longer, at most 6 h, "
+        "with ±20 % jitter",
+        number(float, 0.01, 3600),
+    ),
+    Variable(
+        "BATON_WEBHOOK_MAX_ATTEMPTS",
+        "webhook_max_attempts",
+        "11",
+        "attempts at one event before its endpoint is disabled (11 at the default delays: "
+        "about 25 h)",
+        number(int, 1, 100),
+    ),
+    Variable(
+        "BATON_WEBHOOK_CONCURRENCY",
+        "webhook_concurrency",
+        "16",
+        "webhook endpoints one process delivers to at once",
+        number(int, 1, 1000),
     ),
 )
 

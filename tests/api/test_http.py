@@ -7,6 +7,7 @@ from importlib import resources
 
 import httpx
 
+from baton.access.principals import ADMIN
 from tests.conftest import LiveServer
 from tests.helpers import PACKET_INPUT, agent, owner
 
@@ -57,12 +58,34 @@ async def test_metrics_count_requests_and_move_outcomes(live_server: LiveServer)
             headers={"Authorization": f"Bearer {token}"},
         )
         assert answer.json()["data"]["handOff"]["__typename"] == "HandOffSuccess"
-        metrics = (await client.get("/metrics")).text
+        admin = await live_server.token(ADMIN)
+        metrics = (await client.get("/metrics", headers={"Authorization": f"Bearer {admin}"})).text
     samples = dict(
         line.rsplit(" ", 1) for line in metrics.splitlines() if line and not line.startswith("#")
     )
     assert float(samples['baton_moves_total{mutation="handOff",outcome="ok"}']) >= 1
     assert float(samples['baton_http_requests_total{path="/graphql",status="200"}']) >= 1
+
+
+async def test_metrics_need_an_admin_token_by_default(live_server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        assert (await client.get("/metrics")).status_code == 401
+        for principal, status in ((owner("metricsowner"), 403), (ADMIN, 200)):
+            token = await live_server.token(principal)
+            answer = await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == status, answer.text
+        assert "baton_http_requests_total" in answer.text
+        nope = await client.get("/metrics", headers={"Authorization": "Bearer baton_nope"})
+        assert nope.status_code == 401
+        assert "baton_http_requests_total" not in nope.text
+
+
+async def test_readyz_tells_its_reason_in_fixed_words(live_server: LiveServer) -> None:
+    """Ready, it names the revision only; unready answers are tested with the database cut
+    (tests/api/test_readyz.py)."""
+    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        ready = (await client.get("/readyz")).json()
+    assert set(ready) == {"status", "revision"}
 
 
 async def test_graphiql_is_served_to_a_browser_without_a_token(live_server: LiveServer) -> None:
@@ -76,7 +99,8 @@ async def test_graphiql_is_served_to_a_browser_without_a_token(live_server: Live
         assert references, page.text
         assert all(ref.startswith("/") and not ref.startswith("//") for ref in references)
         assert "http://" not in page.text and "https://" not in page.text
-        for ref in references:
+        assert (await client.get("/favicon.ico")).status_code == 200  # the board serves it
+        for ref in (ref for ref in references if ref != "/favicon.ico"):
             asset = await client.get(ref)
             assert asset.status_code == 200, ref
             kind = "text/css" if ref.endswith(".css") else "text/javascript"
@@ -87,10 +111,10 @@ async def test_graphiql_is_served_to_a_browser_without_a_token(live_server: Live
         assert (await client.get("/graphiql/LICENSE.react")).status_code == 404
         assert (await client.get("/graphiql/..%2Fgraphiql.py")).status_code == 404
 
-        # The headers pane starts with an Authorization template.
+        # The headers pane starts with the tab's token as an Authorization header (the
+        # browser checks in tests/board/test_graphiql.py run it).
         start = (await client.get("/graphiql/start.js")).text
-        assert 'Authorization: "Bearer <token>"' in start
-        assert "defaultHeaders" in start
+        assert 'Authorization: "Bearer " + token' in start
         # A query by GET still needs the token.
         query = await client.get("/graphql", params={"query": "{ viewer { handle } }"})
         assert query.status_code == 401

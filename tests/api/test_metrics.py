@@ -1,10 +1,12 @@
-"""/metrics on its own address and behind BATON_METRICS_TOKEN."""
+"""/metrics on its own address, behind BATON_METRICS_TOKEN or an admin API token."""
 
 from __future__ import annotations
 
 import httpx
 
+from baton.access.principals import ADMIN
 from tests.conftest import TunedServer
+from tests.helpers import owner
 
 
 async def test_metrics_need_the_metrics_token_on_the_metrics_address(
@@ -21,6 +23,13 @@ async def test_metrics_need_the_metrics_token_on_the_metrics_address(
         metrics = await client.get(f"{tuned_server.metrics_url}/metrics", headers=right)
         assert metrics.status_code == 200
         assert "baton_http_requests_total" in metrics.text
+        # An admin API token works there too; another principal's does not.
+        admin = {"Authorization": f"Bearer {await tuned_server.token(ADMIN)}"}
+        by_admin = await client.get(f"{tuned_server.metrics_url}/metrics", headers=admin)
+        assert by_admin.status_code == 200
+        agent = {"Authorization": f"Bearer {await tuned_server.token(owner('metricsaddr'))}"}
+        by_agent = await client.get(f"{tuned_server.metrics_url}/metrics", headers=agent)
+        assert by_agent.status_code == 403
         # The metrics address serves nothing else; the main one still serves the rest.
         assert (await client.get(f"{tuned_server.metrics_url}/healthz")).status_code == 404
         assert (await client.get(f"{tuned_server.url}/healthz")).status_code == 200

@@ -15,6 +15,7 @@ from baton.protocol.handoff import CHECKPOINT_STATES, HANDOFF, MoveName, TaskSta
 from baton.protocol.machine import Machine
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.services.tasks import TaskService
+from baton.store.runs import FENCED
 from tests.helpers import World, execute
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +26,13 @@ NON_MOVE_MUTATIONS = {
     "deleteGateRule",
     "createRun",
     "runHeartbeat",
+    # webhooks (baton.api.webhooks)
+    "createWebhookEndpoint",
+    "updateWebhookEndpoint",
+    "deleteWebhookEndpoint",
+    "rotateWebhookSecret",
+    "pingWebhookEndpoint",
+    "redeliverWebhook",
 }
 
 
@@ -42,7 +50,8 @@ def test_each_move_mutation_takes_the_parameters_the_table_declares(
     machine: Machine[Any, Any, Any],
 ) -> None:
     """Input fields: id, expectedVersion, one per declared parameter (and the queue's own
-    `project` on claimRun), required exactly when the table requires it."""
+    `project` on claimRun, the lease's `leaseId` on the runner's events on a claimed run),
+    required exactly when the table requires it."""
     mutation = schema._schema.mutation_type
     assert isinstance(mutation, GraphQLObjectType)
     for name in machine.names():
@@ -51,6 +60,8 @@ def test_each_move_mutation_takes_the_parameters_the_table_declares(
         fields = input_type.fields
         declared = {p.field: p.required for p in move.params}
         extra = {"project"} if move.mutation == "claimRun" else set()
+        if name in FENCED:
+            extra = {"leaseId"}
         assert set(fields) == {"id", "expectedVersion", *declared, *extra}, move.mutation
         for field, required in declared.items():
             assert isinstance(fields[field].type, GraphQLNonNull) == required, field

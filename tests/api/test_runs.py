@@ -175,7 +175,12 @@ async def test_random_event_sequences_never_break_an_invariant(
         try:
             outcome = await runs.service.event(principal, name, run.id, args=dict(args))
         except Exception as exc:  # a typed refusal: nothing changed
-            assert getattr(exc, "code", None) in ("invalid_state", "invalid_input", "forbidden")
+            assert getattr(exc, "code", None) in (
+                "invalid_state",
+                "invalid_input",
+                "forbidden",
+                "lease_lost",
+            )
             after = await runs.service.get(ADMIN, run.id)
             assert after == before
             continue

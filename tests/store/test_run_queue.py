@@ -121,7 +121,8 @@ async def test_only_the_lease_holder_or_the_owner_extends_a_lease(db: Database) 
     sibling = agent(f"o{runs.tag}/sibling")
     with pytest.raises(Exception) as refused:
         await service.heartbeat(sibling, run.id)
-    assert getattr(refused.value, "code", None) == "forbidden"
+    # To the lease, a sibling is what a daemon that lost the run to another claim is.
+    assert getattr(refused.value, "code", None) == "lease_lost"
     _, expires = await service.heartbeat(runs.owner, run.id)
     assert expires is not None
     after = await service.get(ADMIN, run.id)

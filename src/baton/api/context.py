@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baton.access.principals import Principal
 from baton.errors import Forbidden
@@ -11,6 +11,9 @@ from baton.live.hub import EventHub
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store.records import EventRecord, RunEventRecord
+
+if TYPE_CHECKING:  # the webhook service imports the API's filters, which import this module
+    from baton.services.webhooks import WebhookService
 
 
 @dataclass
@@ -24,6 +27,7 @@ class Context:
     hub: EventHub[EventRecord] | None = None
     run_hub: EventHub[RunEventRecord] | None = None
     connection_params: dict[str, Any] | None = None
+    webhooks: WebhookService | None = None
 
     @property
     def principal(self) -> Principal:
@@ -42,3 +46,9 @@ class Context:
         if self.run_hub is None:
             raise RuntimeError("live events are not running in this process")
         return self.run_hub
+
+    @property
+    def webhook_service(self) -> WebhookService:
+        if self.webhooks is None:
+            raise RuntimeError("webhooks are not running in this process")
+        return self.webhooks

@@ -9,8 +9,24 @@ from baton.api import enums  # noqa: F401  (the protocol's enums, registered wit
 from baton.protocol.handoff import MoveName, TaskState
 from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
 
+# Clients read this where they look up `Error`: the selection that catches every failure, and
+# the one client that needs telling which types implement it.
+ERROR_DESCRIPTION = """An expected failure; nothing was changed.
 
-@strawberry.interface(name="Error", description="An expected failure; nothing was changed.")
+Every member of a mutation's result union except its success type implements Error, so
+`... on Error { code message }` catches any failure, including kinds added later; select the
+specific type for its extra fields.
+
+Apollo Client matches `... on Error` only if its cache is told which types implement Error;
+without that it drops the selection silently and a failure reads as `{}`. Give it the list
+from this schema (`{ __type(name: "Error") { possibleTypes { name } } }`):
+
+    new InMemoryCache({ possibleTypes: { Error: ["InvalidStateError", "NotFoundError", ...] } })
+
+urql and Python's gql need nothing."""
+
+
+@strawberry.interface(name="Error", description=ERROR_DESCRIPTION)
 class Error:
     code: str
     message: str
@@ -46,6 +62,16 @@ class ForbiddenError(Error):
     pass
 
 
+@strawberry.type(
+    description="The caller does not hold the live lease of the claimed run it tried to drive "
+    "(`lease_lost`): the lease ran out (expired means lost, even before the sweeper moves the "
+    "run), another claim holds the run now, or `leaseId` names a lease that is not the current "
+    "one. Nothing was changed; stop working on the run."
+)
+class LeaseLostError(Error):
+    id: str = strawberry.field(description="The run.")
+
+
 @strawberry.type(description="`expectedVersion` differs from the task's version.")
 class VersionConflictError(Error):
     expected_version: int
@@ -73,6 +99,7 @@ AnyError = (
     | VersionConflictError
     | InvalidInputError
     | DuplicateTaskError
+    | LeaseLostError
 )
 
 
@@ -111,4 +138,6 @@ def to_error(exc: errors.BatonError) -> AnyError:
             return InvalidInputError(code=exc.code, message=exc.message, field=exc.field)
         case errors.DuplicateTask():
             return DuplicateTaskError(code=exc.code, message=exc.message, id=exc.id)
+        case errors.LeaseLost():
+            return LeaseLostError(code=exc.code, message=exc.message, id=exc.id)
     raise exc

@@ -14,7 +14,10 @@ from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 
 @strawberry.input(description="The task request. Bounds are those of the seed's task schema.")
 class PacketInput:
-    task: str
+    task: str = strawberry.field(
+        description="What to do: at least one visible character (Baton refuses a text of only "
+        "whitespace, zero-width or format characters, beside the seed's bounds)."
+    )
     deliverable_type: DeliverableType
     acceptance_criteria: list[str]
     context: str = ""
@@ -38,7 +41,12 @@ class PacketInput:
 class EvidenceInput:
     kind: EvidenceKind
     summary: str
-    url: str | None = None
+    url: str | None = strawberry.field(
+        default=None,
+        description="An http or https URL. The seed's schema admits any URI; Baton also "
+        "refuses every other scheme (javascript:, data:, vbscript:, file:, …): InvalidInputError "
+        "naming `result.evidence[i].url`.",
+    )
     content: str | None = None
 
     def to_seed(self) -> dict[str, Any]:

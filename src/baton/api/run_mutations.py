@@ -16,6 +16,7 @@ from baton.api.errors import (
     ForbiddenError,
     InvalidInputError,
     InvalidRunStateError,
+    LeaseLostError,
     NotFoundError,
     VersionConflictError,
 )
@@ -25,16 +26,22 @@ from baton.api.runs import Run, RunEventEntry, RunLease
 from baton.engine.cost import list_size
 from baton.protocol.logic import Keep
 from baton.protocol.pipeline import PIPELINE, RunEvent
-from baton.services.runs import RunOutcome
+from baton.services.runs import MAX_TITLE, RunOutcome
+from baton.store.runs import FENCED
 
 
 @strawberry.type(description="The event was made; `events` are all it appended, oldest first.")
 class RunMoveSuccess:
     run: Run
     events: list[RunEventEntry] = strawberry.field(metadata=list_size(2))
+    lease: RunLease | None = strawberry.field(
+        default=None,
+        description="The lease this call took (`claimRun`), exactly as stored: keep its `id` "
+        "for `runHeartbeat` and the runner's events (`leaseId`). Null for other events.",
+    )
 
 
-@strawberry.type(description="The lease was extended.")
+@strawberry.type(description="The lease was extended; `lease` is it as extended.")
 class RunHeartbeatSuccess:
     run: Run
     lease: RunLease
@@ -46,20 +53,37 @@ RunMoveResult = Annotated[
     | NotFoundError
     | ForbiddenError
     | VersionConflictError
-    | InvalidInputError,
+    | InvalidInputError
+    | LeaseLostError,
     strawberry.union("RunMoveResult"),
 ]
 RunHeartbeatResult = Annotated[
-    RunHeartbeatSuccess | InvalidRunStateError | NotFoundError | ForbiddenError | InvalidInputError,
+    RunHeartbeatSuccess
+    | InvalidRunStateError
+    | NotFoundError
+    | ForbiddenError
+    | InvalidInputError
+    | LeaseLostError,
     strawberry.union("RunHeartbeatResult"),
 ]
+
+# What the schema says about `leaseId`, on runHeartbeat and every runner event on a claimed run.
+LEASE_ID = (
+    "The lease your claim took (`claimRun` → `lease { id }`). Optional: without it, the lease's "
+    "holder principal alone is checked, which cannot tell apart two daemons sharing one "
+    "principal (after one's lease ran out and the other claimed the run, the first one's late "
+    "call would pass). With it, the call succeeds only while that very lease is live; "
+    "otherwise LeaseLostError. Daemons should always send it."
+)
 
 
 def _success(outcome: Any) -> Any:
     if not isinstance(outcome, RunOutcome):
         return outcome
     return RunMoveSuccess(
-        run=Run(record=outcome.run), events=[RunEventEntry(record=e) for e in outcome.events]
+        run=Run(record=outcome.run),
+        events=[RunEventEntry(record=e) for e in outcome.events],
+        lease=RunLease.of(outcome.lease) if outcome.lease is not None else None,
     )
 
 
@@ -79,9 +103,16 @@ def _describe(name: RunEvent) -> str:
         text += (
             ". Without `id`, claims the oldest claimable run (backlog or waiting_for_agent) of "
             "the caller's owner, of `project` when given, never the same run to two callers; "
-            "NotFoundError when there is none. A claim holds a lease that `runHeartbeat` "
-            "extends; when it runs out the run moves to waiting_for_agent (HOST_OFFLINE, "
-            "actor `system`)"
+            "NotFoundError when there is none. A claim holds a lease (`lease { id expiresAt }` "
+            "in the answer) that `runHeartbeat` extends; while it is live only its holder "
+            "makes the runner's events on the run; when it runs out it is lost, and the run "
+            "moves to waiting_for_agent (HOST_OFFLINE, actor `system`)"
+        )
+    if name in FENCED:
+        text += (
+            ". On a claimed run only the holder of its live lease may make it (admin too, "
+            "unless it names a lease); anyone else, or a holder whose lease ran out or is not "
+            "`leaseId`, gets LeaseLostError"
         )
     return text + "."
 
@@ -96,10 +127,20 @@ async def _event(info: Info[Context, None], name: Any, input: Any, args: dict[st
             expected_version=input.expected_version,
         )
     else:
+        lease_id = getattr(input, "lease_id", None)
         call = runs.event(
-            principal, name, str(input.id), expected_version=input.expected_version, args=args
+            principal,
+            name,
+            str(input.id),
+            expected_version=input.expected_version,
+            args=args,
+            lease_id=str(lease_id) if lease_id is not None else None,
         )
     return _success(await expected(PIPELINE.named(name)[0].mutation, call))
+
+
+def _lease_id_field() -> Any:
+    return (strawberry.ID | None, strawberry.field(default=None, description=LEASE_ID))
 
 
 RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
@@ -109,6 +150,7 @@ RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
     resolve=_event,
     describe=_describe,
     extras={
+        **{name: {"lease_id": _lease_id_field()} for name in FENCED},
         RunEvent.CLAIM: {
             "id": (
                 strawberry.ID | None,
@@ -124,7 +166,7 @@ RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
                     default=None, description="Without `id`: claim only a run of this project."
                 ),
             ),
-        }
+        },
     },
 )
 
@@ -132,13 +174,17 @@ RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
 @strawberry.input
 class CreateRunInput:
     project: str
-    title: str
+    title: str = strawberry.field(
+        description=f"At most {MAX_TITLE} characters, with at least one visible one (not only "
+        "whitespace, zero-width or format characters)."
+    )
     task_id: strawberry.ID | None = strawberry.field(
         default=None, description="A handoff task the run works on (one the caller can see)."
     )
     owner: str | None = strawberry.field(
         default=None,
-        description="Whose run it is: required for admin; otherwise the caller's owner.",
+        description="Whose run it is: required for admin (never the reserved handles `admin` "
+        "or `system`); otherwise the caller's owner.",
     )
 
 
@@ -164,20 +210,24 @@ async def create_run(info: Info[Context, None], input: CreateRunInput) -> RunMov
 @strawberry.input
 class RunHeartbeatInput:
     id: strawberry.ID = strawberry.field(description="The run (in progress) whose lease to extend.")
+    lease_id: strawberry.ID | None = strawberry.field(default=None, description=LEASE_ID)
 
 
 @strawberry.mutation(
     name="runHeartbeat",
-    description="Extend the lease on a claimed run in progress (its holder, the run's owner or "
-    "admin), by BATON_RUN_LEASE_SECONDS from now. Not an event: the run's version stays.",
+    description="Extend the live lease on a claimed run in progress (its holder, the run's owner "
+    "or admin), by BATON_RUN_LEASE_SECONDS from now. Not an event: the run's version stays. A "
+    "lease that ran out is lost and never extended: LeaseLostError, even before the sweeper "
+    "moves the run (after it has, InvalidRunStateError, or LeaseLostError when `leaseId` is "
+    "given).",
 )
 async def run_heartbeat(info: Info[Context, None], input: RunHeartbeatInput) -> RunHeartbeatResult:
     async def beat() -> RunHeartbeatSuccess:
-        run, expires = await info.context.runs.heartbeat(info.context.principal, str(input.id))
-        return RunHeartbeatSuccess(
-            run=Run(record=run),
-            lease=RunLease(holder=info.context.principal.handle, expires_at=expires),
+        lease_id = str(input.lease_id) if input.lease_id is not None else None
+        run, lease = await info.context.runs.heartbeat(
+            info.context.principal, str(input.id), lease_id
         )
+        return RunHeartbeatSuccess(run=Run(record=run), lease=RunLease.of(lease))
 
     return await expected("runHeartbeat", beat())
 

@@ -24,6 +24,7 @@ from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.store.records import RunEventRecord, RunRecord
+from baton.store.runs import Lease
 from baton.store.tasks import encode_cursor
 
 _STATUS_LABELS = {info.state: info.label or info.state.value for info in PIPELINE.states}
@@ -61,8 +62,19 @@ async def leases_of(context: Context, parents: Sequence[Run]) -> list[RunLease |
     out: list[RunLease | None] = []
     for p in parents:
         lease = leases.get(p.record.id)
-        out.append(RunLease(holder=lease[0], expires_at=lease[1]) if lease else None)
+        out.append(RunLease.of(lease) if lease else None)
     return out
+
+
+async def allowed_events_of(context: Context, parents: Sequence[Run]) -> list[list[RunEvent]]:
+    """Each run's events for the caller; the leases of claimed runs are read in one query (a
+    claimed run's runner events are its lease holder's alone)."""
+    claimed = [p.record.id for p in parents if p.record.status is RunStatus.in_progress]
+    leases = await context.runs.leases(claimed) if claimed else {}
+    principal = context.principal
+    return [
+        context.runs.allowed_events(principal, p.record, leases.get(p.record.id)) for p in parents
+    ]
 
 
 async def runs_of(context: Context, parents: Sequence[Task], *, first: int = 50) -> list[list[Run]]:
@@ -71,13 +83,28 @@ async def runs_of(context: Context, parents: Sequence[Task], *, first: int = 50)
     return [[Run(record=r) for r in found[p.record.id]] for p in parents]
 
 
-@strawberry.type(description="A claimed run's lease: who holds it and until when.")
+@strawberry.type(
+    description="A claimed run's lease: which claim holds the run, who made it, until when. "
+    "While it is live only its holder makes the runner's events on the run; once it expires "
+    "it is lost (`LeaseLostError`), even before the sweeper moves the run."
+)
 class RunLease:
+    id: strawberry.ID = strawberry.field(
+        description="Drawn afresh by each claim: the fencing token `runHeartbeat` and the "
+        "runner's events take as `leaseId`, which tells apart daemons that share one "
+        "principal. Not a secret (whoever may read the run sees it): a daemon names the id "
+        "its own claim returned."
+    )
     holder: str = strawberry.field(description="The principal that claimed the run.")
     expires_at: datetime = strawberry.field(
-        description="Unless extended by `runHeartbeat`, the run moves to `waiting_for_agent` "
-        "(HOST_OFFLINE, by `system`) soon after this."
+        description="Unless extended by `runHeartbeat` before then, the lease is lost at this "
+        "moment, and the run moves to `waiting_for_agent` (HOST_OFFLINE, by `system`) soon "
+        "after."
     )
+
+    @classmethod
+    def of(cls, lease: Lease) -> RunLease:
+        return cls(id=strawberry.ID(lease.id), holder=lease.holder, expires_at=lease.expires_at)
 
 
 @strawberry.type(description="A pipeline run: plan, implement, test, open a pull request.")
@@ -160,9 +187,14 @@ class Run:
     def updated_at(self) -> datetime:
         return self.record.updated_at
 
-    @strawberry.field(description="The events the caller may make on this run now.")
-    def allowed_events(self, info: Info[Context, None]) -> list[RunEvent]:
-        return info.context.runs.allowed_events(info.context.principal, self.record)
+    @strawberry.field(
+        description="The events the caller may make on this run now. On a claimed run (in "
+        "progress) the runner's events are listed for the principal holding its live lease "
+        "only.",
+        metadata=batched(allowed_events_of),
+    )
+    async def allowed_events(self, info: Info[Context, None]) -> list[RunEvent]:
+        return (await allowed_events_of(info.context, [self]))[0]
 
     @strawberry.field(
         description="The claim's lease while the run is in progress, else null.",

@@ -15,6 +15,7 @@ from strawberry.types import ExecutionContext
 from baton.api.mutations import ALL_FIELDS
 from baton.api.queries import Query
 from baton.api.subscriptions import Subscription
+from baton.api.webhooks import WEBHOOK_FIELDS, WebhookQueries
 
 
 class BatonSchema(strawberry.Schema):
@@ -28,7 +29,7 @@ class BatonSchema(strawberry.Schema):
 
 Mutation = create_type(
     "Mutation",
-    ALL_FIELDS,
+    [*ALL_FIELDS, *WEBHOOK_FIELDS],
     description="Changes, run one after another in document order. Expected failures are "
     "members of each result union (`... on Error { code message }`). When a field error nulls "
     "the whole response (a non-null field inside a result failing), the mutations after it "
@@ -37,7 +38,11 @@ Mutation = create_type(
 )
 
 schema = BatonSchema(
-    query=Query,
+    # merge_types, keeping Query's description
+    query=strawberry.type(
+        type("Query", (Query, WebhookQueries), {}),
+        description=Query.__strawberry_definition__.description,  # type: ignore[attr-defined]
+    ),
     mutation=Mutation,
     subscription=Subscription,
 )

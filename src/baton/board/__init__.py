@@ -26,13 +26,21 @@ from starlette.types import Receive, Scope, Send
 
 STATIC = Path(__file__).parent / "static"
 STATIC_PREFIX = "/board/static"
-TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
+TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".ico": "image/x-icon"}
 
 # Same origin only; `connect-src 'self'` also admits ws:/wss: to this host (CSP level 3).
+# Never framed (clickjacking): `frame-ancestors 'none'`, and X-Frame-Options for browsers that
+# predate it (see PAGE_HEADERS).
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
 )
+PAGE_HEADERS = {
+    "content-security-policy": POLICY,
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+}
 HEADERS = {
     "cache-control": "no-cache",  # always revalidated (ETag), so an upgrade shows at once
     "x-content-type-options": "nosniff",
@@ -71,9 +79,12 @@ def answer(request: Request, found: Asset, headers: dict[str, str]) -> Response:
 
 
 async def index(request: Request) -> Response:
-    page = assets()["index.html"]
-    extra = {"content-security-policy": POLICY, "referrer-policy": "no-referrer"}
-    return answer(request, page, extra)
+    return answer(request, assets()["index.html"], PAGE_HEADERS)
+
+
+async def favicon(request: Request) -> Response:
+    """The icon browsers ask for on every origin (the board and GraphiQL name it too)."""
+    return answer(request, assets()["favicon.ico"], {})
 
 
 async def files(scope: Scope, receive: Receive, send: Send) -> None:
@@ -85,5 +96,10 @@ async def files(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 def routes() -> list[BaseRoute]:
-    """The page at `/` and `/board`, its files under `/board/static`."""
-    return [Route("/", index), Route("/board", index), Mount(STATIC_PREFIX, app=files)]
+    """The page at `/` and `/board`, its files under `/board/static`, and `/favicon.ico`."""
+    return [
+        Route("/", index),
+        Route("/board", index),
+        Route("/favicon.ico", favicon),
+        Mount(STATIC_PREFIX, app=files),
+    ]

@@ -98,7 +98,9 @@ class RunActor(StrEnum):
 
 
 ACTORS: dict[RunActor, str] = {
-    RunActor.RUNNER: "the run’s owner or any of its agents (the daemon, or a person by hand)",
+    RunActor.RUNNER: "the run’s owner or any of its agents (the daemon, or a person by hand); "
+    "on a claimed run (`in_progress`) only the holder of its live lease, and the lease id "
+    "when one is given: anyone else, or the holder once the lease ran out, gets `lease_lost`",
     RunActor.OWNER: "the run’s owner, not its agents: answering, stopping and restarting a run "
     "are a person’s decisions",
     RunActor.SYSTEM: "the lease sweeper, acting as `system`, when a claim’s lease runs out",
@@ -205,7 +207,12 @@ _CHECKPOINT = Param(
 )
 _QUESTIONS = Param("questions", Kind.TEXT_LIST, description="What the owner must answer.")
 _ANSWERS = Param("answers", Kind.TEXT_LIST, description="The owner’s answers.")
-_URL = Param("url", Kind.URL, description="The pull request’s URL.")
+_URL = Param(
+    "url",
+    Kind.URL,
+    description="The pull request’s URL: http or https only (javascript:, data: and other "
+    "schemes are refused).",
+)
 _REASON = Param("reason", Kind.TEXT, description="Why the run failed.")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from enum import StrEnum
 from functools import cache
@@ -268,3 +269,49 @@ def check_not_reserved(owner: str, field: str) -> None:
 
 def check_project(value: str, field: str = "project") -> None:
     check_string(value, PROJECT_PATTERN, field, "a project name")
+
+
+# --- Baton's rules beside the seed's schema -------------------------------------------------
+# The schema above is the seed's, verbatim; these are checks Baton adds to what it allows.
+
+# Links a board renders and a person clicks: only the web's own schemes (never `javascript:`,
+# `data:`, `vbscript:` or `file:`), though the seed's `format: uri` admits any scheme.
+WEB_SCHEMES = frozenset({"http", "https"})
+
+# Characters that show nothing by themselves: whitespace and separators, controls, format
+# characters (zero-width space and joiners, direction marks, the BOM, tags), combining marks
+# with no base, and the letters and symbols that fonts draw blank (Hangul fillers, the blank
+# Braille pattern).
+_INVISIBLE_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Me"})
+_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def is_web_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme.lower() in WEB_SCHEMES and bool(parts.netloc)
+
+
+def check_evidence_urls(result: Mapping[str, Any], field: str = "result") -> None:
+    """Each evidence `url` is an http(s) URL (checked after the schema, which made it a URI)."""
+    for index, evidence in enumerate(result.get("evidence") or ()):
+        url = evidence.get("url") if isinstance(evidence, Mapping) else None
+        if isinstance(url, str) and not is_web_url(url):
+            raise InvalidInput(
+                field_path(field, ["evidence", index, "url"]),
+                "must be an http or https URL (javascript:, data: and other schemes are refused)",
+            )
+
+
+def visible(value: str) -> bool:
+    """Whether `value` has a character that shows something."""
+    return any(
+        c not in _BLANK and unicodedata.category(c) not in _INVISIBLE_CATEGORIES for c in value
+    )
+
+
+def check_visible(value: str, field: str) -> None:
+    """A title a person reads: refused when made only of invisible characters."""
+    if not visible(value):
+        raise InvalidInput(
+            field, "must have a visible character (not only spaces, zero-width or format ones)"
+        )

@@ -4,15 +4,19 @@ A run belongs to the owner of the principal that created it; that owner, its age
 may read and drive it (the table's actors narrow some events to the owner alone). Every event is
 one guarded statement (`baton.store.runs`); when it writes nothing the service reads the run and
 says why with the table's own check, as for tasks (`baton.services.lifecycle`).
+
+A claimed run is driven by the holder of its lease alone (`store.FENCED`): a runner event or a
+heartbeat from anyone else, or after the lease ran out, is `LeaseLost`. A claim draws a lease id;
+a caller that names it (`lease_id`) is told apart from other claims by the same principal.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from baton.access.principals import SYSTEM, Principal
@@ -21,6 +25,7 @@ from baton.errors import (
     InvalidInput,
     InvalidMove,
     InvalidRunMove,
+    LeaseLost,
     NotFound,
     NothingToClaim,
     VersionConflict,
@@ -34,10 +39,13 @@ from baton.store import runs as store
 from baton.store import tasks as task_store
 from baton.store.db import Connection, Database
 from baton.store.records import RunEventRecord, RunRecord
+from baton.store.runs import FENCED, Lease
 
 MAX_TITLE = 500
 MAX_TEXT = 2000  # a question, an answer, a reason, a URL
 MAX_ITEMS = 20  # questions or answers in one event
+# A lease id as `_new_lease_id` draws them; anything else names no lease of this server.
+LEASE_ID = re.compile(r"l[0-9a-f]{24}")
 
 # What an event's arguments leave on the run (beside the log, which keeps them all): the
 # questions being asked and their answers, the pull request, why it failed. A rerun starts
@@ -60,11 +68,22 @@ RECORDS: dict[RunEvent, dict[str, str | None]] = {
 class RunOutcome:
     run: RunRecord
     events: list[RunEventRecord]
+    lease: Lease | None = None  # the lease a claim took
 
 
 def _new_id() -> str:
     # Time-ordered and unique: 12 hex digits of milliseconds, then 64 random bits.
     return f"r{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def _new_lease_id() -> str:
+    # 96 random bits: no two claims share one.
+    return f"l{secrets.token_hex(12)}"
+
+
+def check_lease_id(lease_id: str | None) -> None:
+    if lease_id is not None and not LEASE_ID.fullmatch(lease_id):
+        raise InvalidInput("leaseId", "is not a lease id (claimRun returns one: lease { id })")
 
 
 def _check_texts(args: dict[str, Any]) -> None:
@@ -88,10 +107,12 @@ class RunService:
         self.lease_seconds = lease_seconds
         self.on_commit = on_commit
 
-    async def _committed(self, run: RunRecord, events: list[RunEventRecord]) -> RunOutcome:
+    async def _committed(
+        self, run: RunRecord, events: list[RunEventRecord], lease: Lease | None = None
+    ) -> RunOutcome:
         if self.on_commit is not None and events:
             await self.on_commit(events[-1].id)
-        return RunOutcome(run, events)
+        return RunOutcome(run, events, lease)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -101,8 +122,10 @@ class RunService:
 
     @staticmethod
     async def _visible(conn: Connection, principal: Principal, run_id: str) -> RunRecord:
-        run = await store.load(conn, run_id)
-        if run is None or not principal.may_see_run(run.owner):
+        # Visibility is checked by the statement: a run the caller may not see costs what a
+        # missing one costs, and answers the same.
+        run = await store.load_visible(conn, principal, run_id)
+        if run is None:
             raise NotFound("run", run_id)
         return run
 
@@ -128,18 +151,22 @@ class RunService:
         async with self.db.connection() as conn:
             return await store.events_of_many(conn, run_ids, first, after)
 
-    async def leases(self, run_ids: Sequence[str]) -> dict[str, tuple[str, datetime]]:
+    async def leases(self, run_ids: Sequence[str]) -> dict[str, Lease]:
         async with self.db.connection() as conn:
             return await store.lease_of(conn, run_ids)
 
     @staticmethod
-    def allowed_events(principal: Principal, run: RunRecord) -> list[RunEvent]:
-        """The events `principal` may make on `run` now."""
+    def allowed_events(
+        principal: Principal, run: RunRecord, lease: Lease | None = None
+    ) -> list[RunEvent]:
+        """The events `principal` may make on `run` now; `lease`: the run's lease, if it has
+        one (a claimed run's runner events are its holder's alone)."""
         position = _position(run)
         return [
             name
             for name in PIPELINE.possible(position)
             if principal.may_drive(PIPELINE.named(name)[0].actor, owner=run.owner)
+            and not _fenced_off(principal, run, name, lease, None)
         ]
 
     # --- writing --------------------------------------------------------------------------
@@ -154,12 +181,16 @@ class RunService:
         owner: str | None = None,
     ) -> RunOutcome:
         task_object.check_project(project)
-        if not title.strip() or len(title) > MAX_TITLE:
-            raise InvalidInput("title", f"must be 1 to {MAX_TITLE} characters, not only spaces")
+        if len(title) > MAX_TITLE:
+            raise InvalidInput("title", f"must be at most {MAX_TITLE} characters")
+        task_object.check_visible(title, "title")
+        reason = unstorable(title, "title")
+        if reason is not None:
+            raise InvalidInput("title", reason)
         if principal.is_admin:
             if owner is None:
                 raise InvalidInput("owner", "admin must name the owner whose run this is")
-            task_object.check_string(owner, task_object.OWNER_PATTERN, "owner", "an owner")
+            task_object.check_owner(owner)  # never `admin` or `system`: reserved handles
         elif owner is not None and owner != principal.owner:
             raise Forbidden("a run belongs to the owner of the principal that creates it")
         run_owner = owner if owner is not None else principal.owner
@@ -168,11 +199,8 @@ class RunService:
         async with self.db.transaction() as conn:
             if task_id is not None:
                 task_object.check_task_id(task_id, "taskId")
-                task = await task_store.load(conn, task_id)
-                if task is None or not principal.sees(
-                    requester=task.requester, assignee=task.assignee
-                ):
-                    raise NotFound("task", task_id)
+                if not await task_store.visible_by_ids(conn, principal, [task_id]):
+                    raise NotFound("task", task_id)  # missing or not visible: one statement
             created = await store.insert(conn, new, principal.handle)
         return await self._committed(created.run, [created])
 
@@ -184,21 +212,32 @@ class RunService:
         *,
         expected_version: int | None = None,
         args: dict[str, Any] | None = None,
+        lease_id: str | None = None,
     ) -> RunOutcome:
-        """Make event `name` on run `run_id` (a claim takes a lease: see `claim`)."""
+        """Make event `name` on run `run_id` (a claim takes a lease: see `claim`). A runner
+        event on a claimed run needs the caller to hold its live lease (`lease_id`, when given:
+        that very lease)."""
         if name is RunEvent.CLAIM:
             return await self.claim(principal, run_id=run_id, expected_version=expected_version)
         change = _change(name, args or {})
+        if lease_id is not None and name not in FENCED:
+            raise InvalidInput("leaseId", f"{change.event.value} is not made on a claimed run")
+        check_lease_id(lease_id)
 
         async def apply() -> list[RunEventRecord]:
             async with self.db.connection() as conn:
                 event = await store.change(
-                    conn, run_id, change, principal, expected_version=expected_version
+                    conn,
+                    run_id,
+                    change,
+                    principal,
+                    expected_version=expected_version,
+                    lease_id=lease_id,
                 )
             return [event] if event is not None else []
 
         async def explain() -> None:
-            await self._why_not(principal, run_id, name, expected_version, args or {})
+            await self._why_not(principal, run_id, name, expected_version, args or {}, lease_id)
 
         events = await until_applied(apply, explain, lambda: self._kept_changing(principal, run_id))
         return await self._committed(events[-1].run, events)
@@ -219,6 +258,7 @@ class RunService:
         owner = principal.owner
         if run_id is None and owner is None:
             raise InvalidInput("id", "admin claims a run by its id")
+        lease_id = _new_lease_id()
 
         async def apply() -> list[RunEventRecord]:
             async with self.db.connection() as conn:
@@ -226,6 +266,7 @@ class RunService:
                     conn,
                     change,
                     principal,
+                    lease_id=lease_id,
                     lease_seconds=self.lease_seconds,
                     run_id=run_id,
                     owner=owner,
@@ -243,19 +284,26 @@ class RunService:
         events = await until_applied(
             apply, explain, lambda: self._kept_changing(principal, run_id or "")
         )
-        return await self._committed(events[-1].run, events)
+        run = events[-1].run
+        expires = store.lease_expiry(run, self.lease_seconds)
+        return await self._committed(run, events, Lease(lease_id, principal.handle, expires))
 
-    async def heartbeat(self, principal: Principal, run_id: str) -> tuple[RunRecord, datetime]:
-        """Extend the caller's lease on a run in progress; the run and the new expiry."""
+    async def heartbeat(
+        self, principal: Principal, run_id: str, lease_id: str | None = None
+    ) -> tuple[RunRecord, Lease]:
+        """Extend the live lease on a run in progress (the caller's, or as its owner or admin
+        any; lease `lease_id` when given); the run and the lease as extended. An expired lease
+        is lost: `LeaseLost`, even before the sweeper moves the run."""
+        check_lease_id(lease_id)
         async with self.db.connection() as conn:
-            expires = await store.heartbeat(conn, run_id, principal, self.lease_seconds)
+            lease = await store.heartbeat(conn, run_id, principal, self.lease_seconds, lease_id)
             run = await self._visible(conn, principal, run_id)
-            if expires is not None:
-                return run, expires
-            if run.status is not RunStatus.in_progress:
+            if lease is not None:
+                return run, lease
+            if lease_id is None and run.status is not RunStatus.in_progress:
                 message = f"runHeartbeat needs a run in_progress; this one is {run.status.value}"
-                raise self._refusal(principal, run, "HEARTBEAT", message)
-            raise Forbidden("only the lease's holder, the run's owner or admin may extend it")
+                raise await self._refusal(conn, principal, run, "HEARTBEAT", message)
+            raise _lost(run, lease_id)
 
     async def sweep(self, limit: int = 100) -> int:
         """Move every run whose lease ran out to `waiting_for_agent` (HOST_OFFLINE, by
@@ -279,29 +327,70 @@ class RunService:
         name: RunEvent,
         expected_version: int | None,
         args: dict[str, Any],
+        lease_id: str | None = None,
     ) -> None:
-        run = await self.get(principal, run_id)
-        if expected_version is not None and expected_version != run.version:
-            raise VersionConflict(expected_version, run.version, "run")
-        try:
-            move = PIPELINE.check(_position(run), name, args or None)
-        except InvalidMove as refusal:
-            raise self._refusal(principal, run, name.value, refusal.message) from None
-        if not principal.may_drive(move.actor, owner=run.owner):
-            raise Forbidden(f"{principal.handle} may not {move.mutation} on run {run.id}")
+        """Raise the error that explains why an event wrote nothing, or return when it would
+        be allowed now (it lost a race)."""
+        async with self.db.connection() as conn:
+            run = await self._visible(conn, principal, run_id)
+            if expected_version is not None and expected_version != run.version:
+                raise VersionConflict(expected_version, run.version, "run")
+            if lease_id is not None and run.status is not RunStatus.in_progress:
+                raise _lost(run, lease_id)  # the named lease ended with the claim
+            try:
+                move = PIPELINE.check(_position(run), name, args or None)
+            except InvalidMove as refusal:
+                raise await self._refusal(
+                    conn, principal, run, name.value, refusal.message
+                ) from None
+            if not principal.may_drive(move.actor, owner=run.owner):
+                raise Forbidden(f"{principal.handle} may not {move.mutation} on run {run.id}")
+            if name in FENCED and run.status is RunStatus.in_progress:
+                lease = (await store.lease_of(conn, [run.id])).get(run.id)
+                if _fenced_off(principal, run, name, lease, lease_id):
+                    raise _lost(run, lease_id)
 
-    def _refusal(
-        self, principal: Principal, run: RunRecord, event: str, message: str
+    async def _refusal(
+        self, conn: Connection, principal: Principal, run: RunRecord, event: str, message: str
     ) -> InvalidRunMove:
         refusal = InvalidRunMove(
             run.status.value, run.phase.value, run.checkpoint.value, event, message
         )
-        refusal.allowed_moves = tuple(e.value for e in self.allowed_events(principal, run))
+        lease = None
+        if run.status is RunStatus.in_progress:
+            lease = (await store.lease_of(conn, [run.id])).get(run.id)
+        allowed = self.allowed_events(principal, run, lease)
+        refusal.allowed_moves = tuple(e.value for e in allowed)
         return refusal
 
     async def _kept_changing(self, principal: Principal, run_id: str) -> VersionConflict:
         current = await self.get(principal, run_id)
         return VersionConflict(current.version - 1, current.version, "run")
+
+
+def _fenced_off(
+    principal: Principal,
+    run: RunRecord,
+    name: RunEvent,
+    lease: Lease | None,
+    lease_id: str | None,
+) -> bool:
+    """Whether the claimed run's lease keeps `principal` from making `name` on it."""
+    if name not in FENCED or run.status is not RunStatus.in_progress:
+        return False
+    if not store.fenced(principal, lease_id):
+        return False
+    return lease is None or not lease.held_by(principal, lease_id)
+
+
+def _lost(run: RunRecord, lease_id: str | None) -> LeaseLost:
+    named = f"lease {lease_id}" if lease_id is not None else "its live lease"
+    return LeaseLost(
+        run.id,
+        f"the caller does not hold {named} on run {run.id}: the lease ran out or another "
+        "claim holds the run now; stop working on it (claimRun to take it up again once it "
+        "is back in the queue)",
+    )
 
 
 def _position(run: RunRecord) -> Any:

@@ -155,8 +155,10 @@ class TaskService(TaskReader):
 
     @staticmethod
     async def _visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord:
-        task = await store.load(conn, task_id)
-        if task is None or not principal.sees(requester=task.requester, assignee=task.assignee):
+        # Visibility is checked by the statement: a task the caller may not see costs what a
+        # missing one costs, and answers the same (ids like `alice_<id>` can be guessed).
+        task = await store.load_visible(conn, principal, task_id)
+        if task is None:
             raise NotFound("task", task_id)
         return task
 
@@ -178,6 +180,7 @@ class TaskService(TaskReader):
         owner = owner_of(h.requester)
         task_id = _new_id() if h.id is None else task_object.task_id_for(owner, h.id)
         task_object.check("packet", h.packet, "packet")
+        task_object.check_visible(h.packet["task"], "packet.task")
         if not principal.acts_for(h.requester):
             raise Forbidden("only the requester agent or its owner may hand off in its name")
         digest = _digest(h)
@@ -304,6 +307,7 @@ class TaskService(TaskReader):
         # that was checked when the task was handed off.
         agent = principal.handle if principal.kind is PrincipalKind.AGENT else "owner/agent"
         task_object.check("result", {**result, "returned_by": agent}, "result")
+        task_object.check_evidence_urls(result)
         return result
 
     async def _why_not(

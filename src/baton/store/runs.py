@@ -1,22 +1,31 @@
 """The run store: pipeline runs and their events, written through the guarded change of
 `baton.store.lifecycle`; the work queue's claim and leases; and the reads.
 
-A claimed run holds a lease in `run_leases` (who holds it, until when): a heartbeat extends it
-without an event, and any event that takes a run out of `in_progress` drops it in the same
-statement. A claim without an id takes the caller's owner's oldest claimable run, skipping rows
-another claim holds (`FOR UPDATE SKIP LOCKED`), so two daemons never get the same run.
+A claimed run holds a lease in `run_leases` (its id, who holds it, until when): a heartbeat
+extends it without an event, and any event that takes a run out of `in_progress` drops it in the
+same statement. A claim without an id takes the caller's owner's oldest claimable run, skipping
+rows another claim holds (`FOR UPDATE SKIP LOCKED`), so two daemons never get the same run.
+
+The lease fences the claimed run: a runner event on a run in progress, and a heartbeat, write
+only while the caller holds the live lease (and it is the one named, when a lease id is given),
+checked in the guarded statement itself. An expired lease is lost, even before the sweeper moves
+its run. Every statement that writes a lease locks the run's row first, so they queue behind each
+other in one order.
+
+Every statement that picks a run by id picks only a run the caller may see: a run it may not see
+is, to the statement and to the caller, a run that does not exist (nothing locked, nothing read).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.protocol.machine import Position
-from baton.protocol.pipeline import PIPELINE, RunActor, RunEvent, RunPhase, RunStatus
+from baton.protocol.pipeline import EVENTS, PIPELINE, RunActor, RunEvent, RunPhase, RunStatus
 from baton.store.db import Connection
 from baton.store.lifecycle import Layout, appending, change_statement, event_pages
 from baton.store.records import RunEventRecord, RunRecord
@@ -48,6 +57,14 @@ RUNS = Layout(
 )
 
 CLAIMABLE = (RunStatus.backlog, RunStatus.waiting_for_agent)
+CLAIMED = RunStatus.in_progress
+
+# The runner's events on a claimed run: only the holder of its live lease makes them (the
+# owner's events, such as an interrupt, and the sweeper's are not fenced; admin is fenced only
+# when it names a lease). A rule the table cannot express (it knows no leases), kept here.
+FENCED: frozenset[RunEvent] = frozenset(
+    m.name for m in EVENTS if m.actor is RunActor.RUNNER and m.source is CLAIMED
+)
 
 # The run as it was right after event `e`: its fixed columns, and what `e` left the rest at.
 _RUN_AT_EVENT = (
@@ -74,8 +91,47 @@ _INSERT = f"""
 # Every event that takes a run out of `in_progress` drops its lease with it.
 _DROP_LEASE = (
     "unleased AS (DELETE FROM run_leases WHERE run_id IN "
-    f"(SELECT id FROM changed WHERE status <> '{RunStatus.in_progress.value}'))"
+    f"(SELECT id FROM changed WHERE status <> '{CLAIMED.value}'))"
 )
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claimed run's lease. `live`: it had not run out when it was read (the database's
+    clock decides, as in the statements that check it)."""
+
+    id: str
+    holder: str
+    expires_at: datetime
+    live: bool = True
+
+    def held_by(self, principal: Principal, lease_id: str | None) -> bool:
+        """Whether `principal` (naming `lease_id`, if any) holds this lease: the rule of
+        `fence_sql`, in Python, for explaining a refusal."""
+        holder = principal.is_admin or self.holder == principal.handle
+        return self.live and holder and (lease_id is None or self.id == lease_id)
+
+
+def fenced(principal: Principal, lease_id: str | None) -> bool:
+    """Whether the lease fences this caller at all: admin that names no lease is not."""
+    return not (principal.is_admin and lease_id is None)
+
+
+def fence_sql(principal: Principal, lease_id: str | None, p: Params, table: str) -> str:
+    """SQL that holds when `principal` holds the live lease of run row `table` (the lease
+    `lease_id`, when given).
+
+    `FOR SHARE` makes the check read the lease as last committed: the statement may have
+    waited for the run's row lock while the lease it began with ran out, was dropped by the
+    sweeper or replaced by another claim; a plain read would still see that old lease and let
+    a late event through. Lease writers hold the run's row lock, which this statement holds by
+    then, so the lease row is never locked in the other order."""
+    conditions = [f"l.run_id = {table}.id", "l.expires_at > now()"]
+    if not principal.is_admin:
+        conditions.append(f"l.holder = {p(principal.handle)}")
+    if lease_id is not None:
+        conditions.append(f"l.id = {p(lease_id)}")
+    return f"EXISTS (SELECT 1 FROM run_leases l WHERE {' AND '.join(conditions)} FOR SHARE)"
 
 
 @dataclass(frozen=True)
@@ -116,10 +172,14 @@ def _guarded(
     *,
     skip_locked: bool = False,
     expected_version: int | None = None,
+    lease_id: str | None = None,
     also: Sequence[str] = (),
 ) -> str:
     sets = [f"{column} = {p(value)}" for column, value in change.sets.items()]
     guards = [] if change.actor is None else [run_role_sql(principal, change.actor, p, "old")]
+    if change.event in FENCED and fenced(principal, lease_id):
+        fence = fence_sql(principal, lease_id, p, "old")
+        guards.append(f"(old.status <> '{CLAIMED.value}' OR {fence})")
     return change_statement(
         RUNS,
         p,
@@ -143,21 +203,31 @@ async def change(
     principal: Principal,
     *,
     expected_version: int | None = None,
+    lease_id: str | None = None,
 ) -> RunEventRecord | None:
-    """Apply `change` to run `run_id` if every guard holds now; None when one does not."""
+    """Apply `change` to run `run_id` if every guard holds now; None when one does not (or
+    the caller may not see the run)."""
     p = Params()
-    select = f"id = {p(run_id)}"
-    sql = _guarded(p, change, principal, select, expected_version=expected_version)
+    select = f"id = {p(run_id)} AND {visible_sql(principal, p, 'runs')}"
+    sql = _guarded(
+        p, change, principal, select, expected_version=expected_version, lease_id=lease_id
+    )
     row = await conn.fetchrow(sql, *p.values)
     return RunEventRecord.from_row(row) if row is not None else None
 
 
-def _leasing(p: Params, holder: str, seconds: float) -> str:
+def lease_expiry(claimed: RunRecord, lease_seconds: float) -> datetime:
+    """When the lease a claim took runs out: the claim's statement sets both from one clock
+    reading (`now()`), so this is exactly the stored expiry."""
+    return claimed.updated_at + timedelta(seconds=lease_seconds)
+
+
+def _leasing(p: Params, lease_id: str, holder: str, seconds: float) -> str:
     return (
-        "leased AS (INSERT INTO run_leases (run_id, holder, expires_at) "
-        f"SELECT id, {p(holder)}, now() + {p(seconds)} * interval '1 second' FROM changed "
-        "ON CONFLICT (run_id) DO UPDATE SET holder = EXCLUDED.holder, "
-        "expires_at = EXCLUDED.expires_at)"
+        "leased AS (INSERT INTO run_leases (run_id, id, holder, expires_at) "
+        f"SELECT id, {p(lease_id)}, {p(holder)}, now() + {p(seconds)} * interval '1 second' "
+        "FROM changed ON CONFLICT (run_id) DO UPDATE SET id = EXCLUDED.id, "
+        "holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at)"
     )
 
 
@@ -166,17 +236,18 @@ async def claim(
     change: RunChange,
     principal: Principal,
     *,
+    lease_id: str,
     lease_seconds: float,
     run_id: str | None = None,
     owner: str | None = None,
     project: str | None = None,
     expected_version: int | None = None,
 ) -> RunEventRecord | None:
-    """Claim run `run_id`, or else `owner`'s oldest claimable run (of `project`), with a lease
-    for the caller; None when there is none to claim."""
+    """Claim run `run_id`, or else `owner`'s oldest claimable run (of `project`), with lease
+    `lease_id` for the caller; None when there is none to claim."""
     p = Params()
     if run_id is not None:
-        select, skip = f"id = {p(run_id)}", False
+        select, skip = f"id = {p(run_id)} AND {visible_sql(principal, p, 'runs')}", False
     else:
         statuses = p([s.value for s in CLAIMABLE])
         select = f"owner = {p(owner)} AND status = ANY({statuses}::text[])"
@@ -191,38 +262,55 @@ async def claim(
         select,
         skip_locked=skip,
         expected_version=expected_version,
-        also=[_leasing(p, principal.handle, lease_seconds)],
+        also=[_leasing(p, lease_id, principal.handle, lease_seconds)],
     )
     row = await conn.fetchrow(sql, *p.values)
     return RunEventRecord.from_row(row) if row is not None else None
 
 
 async def heartbeat(
-    conn: Connection, run_id: str, principal: Principal, lease_seconds: float
-) -> datetime | None:
-    """Extend the lease on a run in progress, for its holder (or the run's owner, or admin);
-    the new expiry, or None when there is no such lease to extend. The run row is locked
-    first, so a heartbeat and the sweeper never pass each other."""
+    conn: Connection,
+    run_id: str,
+    principal: Principal,
+    lease_seconds: float,
+    lease_id: str | None = None,
+) -> Lease | None:
+    """Extend the live lease on a run in progress, for its holder (or the run's owner, or
+    admin), when it is lease `lease_id` if given; the lease as extended, or None when there is
+    no such lease (an expired one is lost: it is never extended). The run row is locked first,
+    so a heartbeat and the sweeper never pass each other; the lease row is the statement's
+    target, so one changed meanwhile is checked again as committed."""
     p = Params()
     holder = p(principal.handle)
     may = "TRUE" if principal.is_admin else f"l.holder = {holder}"
     if principal.kind is PrincipalKind.OWNER:
         may = f"(l.holder = {holder} OR r.owner = {holder})"
+    if lease_id is not None:
+        may += f" AND l.id = {p(lease_id)}"
     sql = f"""
-    WITH r AS (SELECT id, owner, status FROM runs WHERE id = {p(run_id)} FOR UPDATE)
-    UPDATE run_leases l SET expires_at = now() + {p(lease_seconds)} * interval '1 second'
-    FROM r WHERE l.run_id = r.id AND r.status = '{RunStatus.in_progress.value}' AND {may}
-    RETURNING l.expires_at
-    """
-    return await conn.fetchval(sql, *p.values)  # type: ignore[no-any-return]
-
-
-async def lease_of(conn: Connection, run_ids: Sequence[str]) -> dict[str, tuple[str, datetime]]:
-    rows = await conn.fetch(
-        "SELECT run_id, holder, expires_at FROM run_leases WHERE run_id = ANY($1::text[])",
-        list(run_ids),
+    WITH r AS (
+        SELECT id, owner, status FROM runs
+        WHERE id = {p(run_id)} AND {visible_sql(principal, p, "runs")} FOR UPDATE
     )
-    return {r["run_id"]: (r["holder"], r["expires_at"]) for r in rows}
+    UPDATE run_leases l SET expires_at = now() + {p(lease_seconds)} * interval '1 second'
+    FROM r WHERE l.run_id = r.id AND r.status = '{CLAIMED.value}' AND l.expires_at > now()
+        AND {may}
+    RETURNING l.id, l.holder, l.expires_at
+    """
+    row = await conn.fetchrow(sql, *p.values)
+    return Lease(row["id"], row["holder"], row["expires_at"]) if row is not None else None
+
+
+_LEASES = (
+    "SELECT run_id, id, holder, expires_at, expires_at > now() AS live FROM run_leases "
+    "WHERE run_id = ANY($1::text[])"
+)
+
+
+async def lease_of(conn: Connection, run_ids: Sequence[str]) -> dict[str, Lease]:
+    """The leases of those of `run_ids` that are claimed, by run."""
+    rows = await conn.fetch(_LEASES, list(run_ids))
+    return {r["run_id"]: Lease(r["id"], r["holder"], r["expires_at"], r["live"]) for r in rows}
 
 
 async def expired(conn: Connection, limit: int) -> list[str]:
@@ -273,6 +361,15 @@ def visible_sql(principal: Principal, p: Params, table: str = "r") -> str:
 
 async def load(conn: Connection, run_id: str) -> RunRecord | None:
     row = await conn.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
+    return RunRecord.from_mapping(row) if row is not None else None
+
+
+async def load_visible(conn: Connection, principal: Principal, run_id: str) -> RunRecord | None:
+    """Run `run_id` if `principal` may see it. One statement whether the run is missing or
+    not visible, so neither answer nor cost says which."""
+    p = Params()
+    sql = f"SELECT * FROM runs r WHERE r.id = {p(run_id)} AND {visible_sql(principal, p)}"
+    row = await conn.fetchrow(sql, *p.values)
     return RunRecord.from_mapping(row) if row is not None else None
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     ForeignKey,
@@ -219,5 +220,90 @@ class RunLeaseRow(SQLModel, table=True):
     __table_args__ = (Index("run_leases_expiry_idx", "expires_at"),)
 
     run_id: str = Field(sa_column=Column(Text, ForeignKey("runs.id"), primary_key=True))
+    # Drawn afresh by every claim: tells apart two claims by the same principal (migration 0007).
+    id: str = Field(sa_column=Column(Text, nullable=False))
     holder: str = Field(sa_column=Column(Text, nullable=False))
     expires_at: datetime = _ts()
+
+
+# --- webhooks -----------------------------------------------------------------------------
+
+
+class WebhookEndpointRow(SQLModel, table=True):
+    """An owner's webhook endpoint. Its cursors over the two event logs are the outbox: the
+    delivery worker sends what lies after them and moves them on when the receiver answers 2xx.
+    The lease says which process works on the endpoint now (one at a time)."""
+
+    __tablename__ = "webhook_endpoints"
+    __table_args__ = (Index("webhook_endpoints_owner_idx", "owner", "id"),)
+
+    id: str = Field(sa_column=Column(Text, primary_key=True))
+    owner: str = Field(sa_column=Column(Text, nullable=False))
+    url: str = Field(sa_column=Column(Text, nullable=False))
+    description: str = Field(sa_column=Column(Text, nullable=False))
+    # The subscriptions' filter variables (TaskEventFilter / RunEventFilter); null: that log
+    # is not sent.
+    task_filter: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB))
+    run_filter: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB))
+    # Sealed (see baton.webhooks.signing): encrypted when BATON_WEBHOOK_SECRET_KEY is set.
+    secret: str = Field(sa_column=Column(Text, nullable=False))
+    previous_secret: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    previous_secret_until: datetime | None = _optional_ts()
+    enabled: bool = Field(sa_column=Column(Boolean, nullable=False))
+    disabled_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    disabled_at: datetime | None = _optional_ts()
+    task_cursor: int = Field(sa_column=Column(BigInteger, nullable=False))
+    run_cursor: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # Failed attempts in a row at the head of the queue, and when the next one is due.
+    failures: int = Field(sa_column=Column(Integer, nullable=False))
+    next_attempt_at: datetime | None = _optional_ts()
+    lease_holder: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    lease_until: datetime | None = _optional_ts()
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+
+
+class WebhookDeliveryRow(SQLModel, table=True):
+    """One message to one endpoint and what became of it: an event (one row per event,
+    however many attempts), a ping or a manual redelivery."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index("webhook_deliveries_endpoint_idx", "endpoint_id", text("id DESC")),
+        Index(
+            "webhook_deliveries_event_idx",
+            "endpoint_id",
+            "log",
+            "event_id",
+            unique=True,
+            postgresql_where=text("kind = 'event'"),
+        ),
+        Index(
+            "webhook_deliveries_manual_idx",
+            "endpoint_id",
+            "id",
+            postgresql_where=text("status = 'pending' AND kind <> 'event'"),
+        ),
+    )
+
+    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    endpoint_id: str = Field(
+        sa_column=Column(
+            Text, ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    kind: str = Field(sa_column=Column(Text, nullable=False))  # event | ping | redelivery
+    log: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # task | run
+    event_id: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    message_id: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(sa_column=Column(Text, nullable=False))  # pending | delivered | failed
+    attempts: int = Field(sa_column=Column(Integer, nullable=False))
+    response_status: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    response_body: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    duration_ms: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    next_attempt_at: datetime | None = _optional_ts()
+    attempted_by: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+    delivered_at: datetime | None = _optional_ts()

@@ -248,9 +248,11 @@ async def change(
     expected_version: int | None,
     reason: str | None = None,
 ) -> EventRecord | None:
-    """Apply `change` if every guard holds now; None when one does not (nothing written)."""
+    """Apply `change` if every guard holds now; None when one does not (nothing written).
+    A task the caller may not see is not even locked: to the statement it does not exist, so
+    the refusal costs what one on a missing id costs."""
     p = Params()
-    select = f"id = {p(task_id)}"
+    select = f"id = {p(task_id)} AND ({visible_sql(principal, p, 'tasks')})"
     sets = []
     if change.clears_result:
         sets.append("result = NULL")
@@ -303,6 +305,15 @@ def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
 
 async def load(conn: Connection, task_id: str) -> TaskRecord | None:
     row = await conn.fetchrow("SELECT * FROM tasks WHERE id = $1", task_id)
+    return TaskRecord.from_mapping(row) if row is not None else None
+
+
+async def load_visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord | None:
+    """Task `task_id` if `principal` may see it. One statement whether the task is missing or
+    not visible, so neither the answer nor its cost says which."""
+    p = Params()
+    sql = f"SELECT * FROM tasks t WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
+    row = await conn.fetchrow(sql, *p.values)
     return TaskRecord.from_mapping(row) if row is not None else None
 
 

@@ -27,7 +27,7 @@ from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
 from baton.numbers import ascii_int
 from baton.web.auth import TokenCache, bearer
-from baton.web.graphiql import graphiql_page
+from baton.web.graphiql import PAGE_HEADERS, graphiql_page
 
 log = logging.getLogger("baton.http")
 
@@ -86,7 +86,7 @@ class GraphQLHTTP:
         method = scope["method"]
         is_page = method == "GET" and not scope.get("query_string")
         if is_page and b"text/html" in headers.get(b"accept", b""):
-            await send_body(send, 200, graphiql_page(), "text/html")  # needs no token
+            await send_body(send, 200, graphiql_page(), "text/html", PAGE_HEADERS)  # no token
             return
         try:
             principal = await self.tokens.principal(

@@ -37,6 +37,24 @@ function append(el, children) {
   }
 }
 
+// Only http(s) links become links; anything else is shown as text.
+export function safeLink(url) {
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol === "http:" || parsed.protocol === "https:") {
+      return h("a", { href: parsed.href, rel: "noopener noreferrer", target: "_blank" }, url);
+    }
+  } catch {
+    // not a URL: shown as text below
+  }
+  return h("code", {}, url);
+}
+
+// "1 cycle", "2 cycles": a count with its noun.
+export function count(n, one, many = `${one}s`) {
+  return `${n.toLocaleString()} ${n === 1 ? one : many}`;
+}
+
 export function clear(el) {
   el.replaceChildren();
   return el;

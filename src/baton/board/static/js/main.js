@@ -1,5 +1,5 @@
 // The page: sign-in, one live event stream for every view, and a router over the URL's hash
-// (#/board, #/inbox, #/task/ID, #/graph/ID, #/runs).
+// (#/board, #/inbox, #/task/ID, #/graph/ID, #/runs, #/webhooks).
 
 import { Api, AuthError, problem } from "./api.js";
 import { announce, debounce, h } from "./dom.js";
@@ -10,7 +10,8 @@ import * as boardView from "./views/board.js";
 import * as inboxView from "./views/inbox.js";
 import * as taskView from "./views/task.js";
 
-const TOKEN = "baton.token"; // the key in this tab's sessionStorage
+const TOKEN = "baton.token"; // the key in this tab's sessionStorage (GraphiQL's page reads it too)
+const GRAPHIQL_HEADERS = "baton.graphiql.headers"; // GraphiQL's headers pane, kept for the tab
 const view = document.getElementById("view");
 const nav = document.getElementById("nav");
 const live = document.getElementById("live");
@@ -96,6 +97,7 @@ function signOut(message = "") {
     session = null;
   }
   sessionStorage.removeItem(TOKEN);
+  sessionStorage.removeItem(GRAPHIQL_HEADERS); // it holds a token too: signing out forgets both
   nav.hidden = true;
   live.hidden = true;
   signOutButton.hidden = true;
@@ -176,6 +178,7 @@ async function start(token) {
     else if (name === "task" && id) mod = taskView;
     else if (name === "graph" && id) mod = await import("./views/graph.js");
     else if (name === "runs") mod = await import("./views/runs.js");
+    else if (name === "webhooks") mod = await import("./views/webhooks.js");
     if (ended) return;
     document.title = `${name === "task" || name === "graph" ? `${id} · ` : ""}${name[0].toUpperCase()}${name.slice(1)} · Baton board`;
     view.replaceChildren();

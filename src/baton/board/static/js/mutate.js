@@ -139,14 +139,15 @@ export async function needsInput(meta, mutation) {
   return type.inputFields.some((f) => !FILLED.has(f.name) && unwrap(f.type).required && f.defaultValue === null);
 }
 
-// A modal dialog; resolves true when confirmed. `body` is a list of elements.
+// A modal dialog; resolves true when confirmed. `body` is a list of elements. Its fields scroll
+// between a fixed title and fixed buttons; leaving the page (Back, a link) cancels it.
 export function dialog(title, body, { confirm = "OK", danger = false } = {}) {
   const id = `d${++formIds}`;
   const form = h(
     "form",
     { method: "dialog" },
     h("h2", { id }, title),
-    body,
+    h("div", { class: "dialog-body" }, body),
     h(
       "p",
       { class: "actions" },
@@ -157,8 +158,11 @@ export function dialog(title, body, { confirm = "OK", danger = false } = {}) {
   const box = h("dialog", { "aria-labelledby": id }, form);
   document.body.append(box);
   box.showModal();
+  const leave = () => box.close("cancel");
+  window.addEventListener("hashchange", leave);
   return new Promise((resolve) => {
     box.addEventListener("close", () => {
+      window.removeEventListener("hashchange", leave);
       resolve(box.returnValue === "ok");
       box.remove();
     });

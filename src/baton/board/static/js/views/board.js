@@ -104,7 +104,18 @@ export function mount(ctx, root, params) {
     h("h1", { class: "visually-hidden" }, "Board"),
     form,
     message,
-    h("div", { class: "board" }, board, h("aside", { "aria-labelledby": "activity-title" }, h("h2", { id: "activity-title" }, "Live activity"), activity)),
+    h(
+      "div",
+      { class: "board" },
+      board,
+      h(
+        "aside",
+        { "aria-labelledby": "activity-title" },
+        h("h2", { id: "activity-title" }, "Live activity"),
+        activity,
+        h("p", { class: "empty", id: "activity-empty" }, "Nothing yet. Hand-offs, moves and checkpoints on your tasks appear here as they happen."),
+      ),
+    ),
   );
 
   for (const [i, state] of states.entries()) {
@@ -119,6 +130,7 @@ export function mount(ctx, root, params) {
       h("h2", { id }, h("span", { class: "name" }, label(state.name)), " ", count),
       h("p", { class: "desc" }, state.description),
       list,
+      h("p", { class: "none" }, "No tasks."),
       shown,
       more,
     );

@@ -2,7 +2,7 @@
 // worker and drawn as SVG: node colour and a text label by state, cycles drawn dashed and listed,
 // dependencies that name no visible task drawn as such. Colours follow live events.
 
-import { h, label, s, words } from "../dom.js";
+import { count, h, label, s, words } from "../dom.js";
 import { taskLink } from "../tasks.js";
 
 // The server stops a graph at `first` tasks and says so with `truncated`.
@@ -227,7 +227,7 @@ export function mount(ctx, root, params, id) {
       message.textContent = "";
       const drawMs = draw(graph, placed);
       const cut = graph.truncated ? ` (stopped at ${LIMIT}; a smaller depth shows all of a part)` : "";
-      summary.textContent = `${graph.nodes.length} tasks${cut}, ${graph.edges.length} dependencies, ${graph.cycles.length} cycles, ${graph.unresolved.length} unresolved · laid out in ${Math.round(performance.now() - t0 - drawMs)} ms, drawn in ${Math.round(drawMs)} ms`;
+      summary.textContent = `${count(graph.nodes.length, "task")}${cut}, ${count(graph.edges.length, "dependency", "dependencies")}, ${count(graph.cycles.length, "cycle")}, ${graph.unresolved.length.toLocaleString()} unresolved · laid out in ${Math.round(performance.now() - t0 - drawMs)} ms, drawn in ${Math.round(drawMs)} ms`;
       root.dataset.ready = "true";
     } catch (error) {
       message.textContent = ctx.problem(error);
@@ -267,7 +267,8 @@ function panZoom(svg) {
   const fit = () => {
     const rect = svg.getBoundingClientRect();
     const aspect = rect.height / Math.max(rect.width, 1);
-    const w = Math.max(full.w, full.h / aspect);
+    // Never enlarged past its own size: a graph of two tasks is not drawn in giant letters.
+    const w = Math.max(full.w, full.h / aspect, rect.width);
     box = { x: (full.w - w) / 2, y: (full.h - w * aspect) / 2, w, h: w * aspect };
     widest = w;
     apply();

@@ -1,17 +1,22 @@
-// Pipeline runs (API.md section 6): status and phase labels as the server gives them, progress
-// across the ordered checkpoints, questions and answers, and the owner's events as buttons;
-// live from `runEvents`. The server's schema decides what is read: fields are picked by
+// Pipeline runs (API.md section 6): status and phase labels as the server gives them (the status
+// coloured by kind, the phase only while it says more than the status), progress across the
+// ordered checkpoints, questions with their answers, the pull request, why a run failed, and
+// the owner's events as buttons; live from `runEvents`. The server's schema decides what is read: fields are picked by
 // introspection, so the view shows only what the server has, and nothing when it has no runs.
 
-import { h, when, words } from "../dom.js";
+import { h, safeLink, when, words } from "../dom.js";
 import { follow } from "../live.js";
 import { unwrap } from "../meta.js";
 import { ask, fieldLabel, run as runMutation } from "../mutate.js";
 
 const RUN_FIELDS = [
   "id", "project", "taskId", "title", "status", "phase", "checkpoint", "statusLabel", "phaseLabel",
-  "version", "createdAt", "updatedAt", "allowedEvents", "questions", "answers",
+  "version", "createdAt", "updatedAt", "allowedEvents", "questions", "answers", "pullRequestUrl",
+  "failureReason",
 ];
+
+// Phases that add nothing to the status beside them: a parked run is idle, a completed one done.
+const QUIET_PHASES = new Set(["idle", "done"]);
 
 // The leaf fields (scalars, enums and lists of them) of a type.
 async function leaves(meta, typeName) {
@@ -73,20 +78,35 @@ export function mount(ctx, root) {
     return { selection, eventFields, checkpoints };
   })();
 
+  // The bar counts checkpoints reached; the steps list the ones to reach (the first value,
+  // `none`, is where a run starts, not a step): reached ✓, the one worked towards ●, later ○.
   function progress(run, checkpoints) {
-    const at = checkpoints.indexOf(run.checkpoint);
+    const at = Math.max(checkpoints.indexOf(run.checkpoint), 0);
     const max = checkpoints.length - 1;
+    const step = (i) => (i <= at ? ["done", "✓", "reached"] : i === at + 1 ? ["current", "●", "next"] : ["todo", "○", "to do"]);
     return h(
       "div",
       { class: "run-progress" },
-      h("progress", { max, value: Math.max(at, 0), "aria-label": `Checkpoint ${at} of ${max}: ${words(run.checkpoint)}` }),
+      h("progress", { max, value: at, "aria-label": `Checkpoint ${at} of ${max}: ${words(run.checkpoint)}` }),
       h(
         "ol",
         { class: "steps" },
-        checkpoints.map((c, i) =>
-          h("li", { class: i < at ? "done" : i === at ? "current" : "todo" }, `${i < at ? "✓" : i === at ? "●" : "○"} ${words(c)}`),
-        ),
+        checkpoints.slice(1).map((c, n) => {
+          const [kind, mark, said] = step(n + 1);
+          return h("li", { class: kind, dataset: { checkpoint: c } }, h("span", { "aria-hidden": "true" }, mark), " ", words(c), h("span", { class: "visually-hidden" }, ` (${said})`));
+        }),
       ),
+    );
+  }
+
+  // The questions the run asked with the answers given, once answered.
+  function answered(run, questions) {
+    const answers = run.answers ?? [];
+    return h(
+      "section",
+      { class: "qa" },
+      h("h3", {}, "Questions and answers"),
+      h("dl", {}, questions.map((q, i) => [h("dt", {}, q), h("dd", {}, answers[i] ?? h("span", { class: "empty" }, "Not answered."))])),
     );
   }
 
@@ -144,6 +164,8 @@ export function mount(ctx, root) {
     const allowed = (run.allowedEvents ?? []).map((name) => moves.find((m) => m.name === name)).filter(Boolean);
     const owners = allowed.filter((m) => m.actor === "owner" && m.mutation !== "provideUserInput");
     const asking = allowed.some((m) => m.mutation === "provideUserInput");
+    const questions = questionsOf(run, events);
+    const status = ctx.meta.pipeline.states.find((st) => st.name === run.status);
     const el = h(
       "li",
       { class: "inbox-item run", dataset: { runId: run.id, status: run.status } },
@@ -151,14 +173,15 @@ export function mount(ctx, root) {
       h(
         "p",
         { class: "meta" },
-        h("span", { class: "badge run-status" }, run.statusLabel ?? words(run.status)),
-        " ",
-        h("span", { class: "badge" }, run.phaseLabel ?? words(run.phase)),
+        h("span", { class: `badge run-status status-${run.status}`, title: status?.description ?? "" }, run.statusLabel ?? words(run.status)),
+        QUIET_PHASES.has(run.phase) ? null : [" ", h("span", { class: "badge run-phase", title: "Phase" }, run.phaseLabel ?? words(run.phase))],
         ` · ${run.project ?? ""} · updated ${when(run.updatedAt)}`,
         run.taskId ? [" · task ", h("a", { href: `#/task/${encodeURIComponent(run.taskId)}` }, run.taskId)] : null,
       ),
+      run.failureReason ? h("p", { class: "message error run-failure" }, h("strong", {}, "Why it failed: "), run.failureReason) : null,
+      run.pullRequestUrl ? h("p", { class: "run-pr" }, "Pull request: ", safeLink(run.pullRequestUrl)) : null,
       progress(run, checkpoints),
-      asking ? answerForm(run, questionsOf(run, events), note) : null,
+      asking ? answerForm(run, questions, note) : questions.length ? answered(run, questions) : null,
       owners.length
         ? h("p", { class: "actions" }, owners.map((m) => h("button", { type: "button", dataset: { event: m.name }, onclick: () => act(run, m.name, note).catch((err) => (note.textContent = ctx.problem(err))) }, fieldLabel(m.mutation))))
         : null,

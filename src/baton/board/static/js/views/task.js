@@ -1,7 +1,7 @@
 // The task page: everything about one task, its history, and the moves the caller may make
 // now as buttons; live while it is open.
 
-import { debounce, h, label, when, words } from "../dom.js";
+import { debounce, h, label, safeLink, when, words } from "../dom.js";
 import { EVENT, FULL, makeMove, moveLabel, stateBadge, taskLink } from "../tasks.js";
 
 const QUERY = `query BoardTask($id: ID!, $after: String) {
@@ -17,17 +17,14 @@ function section(title, ...body) {
   return h("section", { class: "panel", "aria-labelledby": id }, h("h2", { id }, title), body);
 }
 
-// Only http(s) links become links; anything else is shown as text.
-function safeLink(url) {
-  try {
-    const parsed = new URL(url);
-    if (parsed.protocol === "http:" || parsed.protocol === "https:") {
-      return h("a", { href: parsed.href, rel: "noopener noreferrer", target: "_blank" }, url);
-    }
-  } catch {
-    // not a URL: shown as text below
-  }
-  return h("code", {}, url);
+// The agent a move by an owner (or admin) stands in for, from the move's role in the protocol:
+// an assignee's move acts for the assignee, a requester's or verifier's for the requester. Null
+// for an agent's own moves and for the owner's own (the gate's, the sign-off).
+function actsFor(meta, task, name) {
+  if (meta.viewer.kind === "AGENT") return null;
+  const role = meta.move(name)?.actor;
+  const agent = role === "assignee" ? task.assignee : role === "requester" || role === "verifier" ? task.requester : null;
+  return agent && agent !== meta.viewer.handle ? agent : null;
 }
 
 function timelineItem(event) {
@@ -92,15 +89,19 @@ export function mount(ctx, root, params, id) {
   }
 
   function render() {
-    const moves = task.allowedMoves.map((name) =>
-      h(
+    const standIns = new Set();
+    const moves = task.allowedMoves.map((name) => {
+      const agent = actsFor(ctx.meta, task, name);
+      if (agent) standIns.add(agent);
+      return h(
         "button",
         {
           type: "button",
           class: "move",
-          dataset: { move: name },
+          dataset: agent ? { move: name, actsFor: agent } : { move: name },
           onclick: async (e) => {
-            e.target.disabled = true;
+            const button = e.currentTarget; // not e.target: that may be the "for …" inside it
+            button.disabled = true;
             try {
               const outcome = await makeMove(ctx, task, name);
               if (outcome !== null) showMoveResult(name, outcome);
@@ -108,13 +109,23 @@ export function mount(ctx, root, params, id) {
               note.className = "message error";
               note.textContent = ctx.problem(error);
             } finally {
-              e.target.disabled = false;
+              button.disabled = false;
             }
           },
         },
         moveLabel(name),
-      ),
-    );
+        agent ? h("span", { class: "for" }, ` for ${agent}`) : null,
+      );
+    });
+    const viewer = ctx.meta.viewer;
+    const acting = standIns.size
+      ? h(
+          "p",
+          { class: "meta acting", id: "acting-for" },
+          `You are signed in as ${viewer.handle} (${viewer.kind.toLowerCase()}). A move marked “for …” is that agent's to make: `,
+          `you make it in the agent's place, and the task's history records it as made by ${viewer.handle}.`,
+        )
+      : null;
     const state = ctx.meta.state(task.state);
     head.replaceChildren(
       h("p", { class: "crumbs" }, h("a", { href: "#/board" }, "Board"), " / ", h("code", {}, task.id)),
@@ -138,6 +149,7 @@ export function mount(ctx, root, params, id) {
         { class: "moves", role: "group", "aria-label": "Moves you may make" },
         moves.length ? moves : h("p", { class: "empty" }, state.terminal ? "This task has ended." : "No move is yours to make now."),
       ),
+      acting,
     );
     const p = task.packet;
     const cp = task.latestCheckpoint;

@@ -1,0 +1,493 @@
+"""The webhook store: endpoints, their outbox cursors and leases, and their deliveries.
+
+An endpoint's `task_cursor` / `run_cursor` are event ids in the two logs: everything after them
+that matches the endpoint's filter is still to be sent. The delivery worker claims endpoints
+with work due (`FOR UPDATE SKIP LOCKED`, then a lease on the row), sends, and writes what
+happened in one statement that holds only while its lease does (`record`): a process that lost
+its lease (it stalled past the expiry, another took over) writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from baton.store.db import Connection, Database
+
+MAX_ENDPOINTS = 20  # per owner
+KEPT_DELIVERIES = 1000  # per endpoint, newest kept (older rows are pruned)
+LOG_TABLES = {"task": "task_events", "run": "run_events"}
+
+
+class DeliveryKind(StrEnum):
+    EVENT = "event"
+    PING = "ping"
+    REDELIVERY = "redelivery"
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+def readable_through_sql(log: str) -> str:
+    """SQL for the newest event id of `log` that a reader may pass: every event up to it is
+    committed, and none committed later can have a smaller id. Today ids follow commit order
+    (they are drawn under the log's advisory lock), so it is the newest id; the one place to
+    change if ids come to follow another order with a high-water mark."""
+    return f"(SELECT coalesce(max(id), 0) FROM {LOG_TABLES[log]})"
+
+
+async def readable_through(conn: Connection, log: str) -> int:
+    return int(await conn.fetchval(f"SELECT {readable_through_sql(log)}"))
+
+
+@dataclass(frozen=True)
+class EndpointRecord:
+    id: str
+    owner: str
+    url: str
+    description: str
+    task_filter: dict[str, Any] | None
+    run_filter: dict[str, Any] | None
+    secret: str  # sealed
+    previous_secret: str | None  # sealed
+    previous_secret_until: datetime | None
+    enabled: bool
+    disabled_reason: str | None
+    disabled_at: datetime | None
+    task_cursor: int
+    run_cursor: int
+    failures: int
+    next_attempt_at: datetime | None
+    lease_holder: str | None
+    lease_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> EndpointRecord:
+        return cls(**{name: row[name] for name in _ENDPOINT_FIELDS})
+
+
+_ENDPOINT_FIELDS = tuple(EndpointRecord.__dataclass_fields__)
+ENDPOINT_COLUMNS = ", ".join(_ENDPOINT_FIELDS)
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    id: int
+    endpoint_id: str
+    kind: DeliveryKind
+    log: str | None
+    event_id: int | None
+    message_id: str
+    status: DeliveryStatus
+    attempts: int
+    response_status: int | None
+    response_body: str | None
+    duration_ms: int | None
+    last_error: str | None
+    next_attempt_at: datetime | None
+    attempted_by: str | None
+    created_at: datetime
+    updated_at: datetime
+    delivered_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
+        values = {name: row[name] for name in _DELIVERY_FIELDS}
+        values["kind"] = DeliveryKind(values["kind"])
+        values["status"] = DeliveryStatus(values["status"])
+        return cls(**values)
+
+
+_DELIVERY_FIELDS = tuple(DeliveryRecord.__dataclass_fields__)
+DELIVERY_COLUMNS = ", ".join(_DELIVERY_FIELDS)
+
+
+# --- endpoints -------------------------------------------------------------------------------
+
+
+async def insert_endpoint(
+    conn: Connection,
+    *,
+    id: str,
+    owner: str,
+    url: str,
+    description: str,
+    task_filter: dict[str, Any] | None,
+    run_filter: dict[str, Any] | None,
+    secret: str,
+) -> EndpointRecord | None:
+    """Add an endpoint whose cursors start at the logs' ends (it gets events committed from
+    now on); None when the owner already has `MAX_ENDPOINTS`."""
+    # One owner's additions at a time, so the cap holds under concurrency.
+    await conn.execute("SELECT pg_advisory_xact_lock(7412008, hashtext($1))", owner)
+    held = await conn.fetchval("SELECT count(*) FROM webhook_endpoints WHERE owner = $1", owner)
+    if held >= MAX_ENDPOINTS:
+        return None
+    row = await conn.fetchrow(
+        "INSERT INTO webhook_endpoints (id, owner, url, description, task_filter, run_filter, "
+        "secret, enabled, task_cursor, run_cursor, failures, created_at, updated_at) "
+        f"VALUES ($1, $2, $3, $4, $5, $6, $7, TRUE, {readable_through_sql('task')}, "
+        f"{readable_through_sql('run')}, 0, now(), now()) RETURNING {ENDPOINT_COLUMNS}",
+        id,
+        owner,
+        url,
+        description,
+        task_filter,
+        run_filter,
+        secret,
+    )
+    assert row is not None
+    return EndpointRecord.from_row(row)
+
+
+async def endpoint(conn: Connection, id: str, *, lock: bool = False) -> EndpointRecord | None:
+    sql = f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1"
+    row = await conn.fetchrow(sql + (" FOR UPDATE" if lock else ""), id)
+    return EndpointRecord.from_row(row) if row is not None else None
+
+
+async def endpoints(
+    db: Database, owner: str | None, first: int, after: str | None
+) -> list[EndpointRecord]:
+    """Endpoints by id (an owner's, or everyone's for `owner=None`), after id `after`."""
+    rows = await db.fetch(
+        f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints "
+        "WHERE ($1::text IS NULL OR owner = $1) AND ($2::text IS NULL OR id > $2) "
+        "ORDER BY id LIMIT $3",
+        owner,
+        after,
+        first,
+    )
+    return [EndpointRecord.from_row(r) for r in rows]
+
+
+async def update_endpoint(conn: Connection, id: str, changes: Mapping[str, Any]) -> EndpointRecord:
+    """Set the named columns (the caller names only known ones) and `updated_at`."""
+    sets = ", ".join(f"{column} = ${i}" for i, column in enumerate(changes, start=2))
+    row = await conn.fetchrow(
+        f"UPDATE webhook_endpoints SET {sets}{', ' if sets else ''}updated_at = now() "
+        f"WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}",
+        id,
+        *changes.values(),
+    )
+    assert row is not None, "the caller locked the row"
+    return EndpointRecord.from_row(row)
+
+
+async def set_enabled(conn: Connection, id: str, enabled: bool) -> EndpointRecord:
+    if enabled:
+        # The head event (if one failed) is tried again at once, with a fresh schedule.
+        sql = (
+            "UPDATE webhook_endpoints SET enabled = TRUE, disabled_reason = NULL, "
+            "disabled_at = NULL, failures = 0, next_attempt_at = NULL, updated_at = now() "
+            f"WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
+        )
+    else:
+        sql = (
+            "UPDATE webhook_endpoints SET enabled = FALSE, disabled_at = now(), "
+            "disabled_reason = 'disabled by its owner', updated_at = now() "
+            f"WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
+        )
+    row = await conn.fetchrow(sql, id)
+    assert row is not None, "the caller locked the row"
+    return EndpointRecord.from_row(row)
+
+
+async def delete_endpoint(conn: Connection, id: str) -> None:
+    await conn.execute("DELETE FROM webhook_endpoints WHERE id = $1", id)
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+async def add_manual(
+    conn: Connection,
+    endpoint_id: str,
+    kind: DeliveryKind,
+    message_id: str,
+    log: str | None = None,
+    event_id: int | None = None,
+) -> DeliveryRecord:
+    """A ping or redelivery, pending: the worker makes one attempt at it soon."""
+    row = await conn.fetchrow(
+        "INSERT INTO webhook_deliveries (endpoint_id, kind, log, event_id, message_id, status, "
+        "attempts, next_attempt_at, created_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5, 'pending', 0, now(), now(), now()) "
+        f"RETURNING {DELIVERY_COLUMNS}",
+        endpoint_id,
+        kind.value,
+        log,
+        event_id,
+        message_id,
+    )
+    assert row is not None
+    return DeliveryRecord.from_row(row)
+
+
+async def delivery(db: Database, id: int) -> DeliveryRecord | None:
+    row = await db.fetchrow(f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = $1", id)
+    return DeliveryRecord.from_row(row) if row is not None else None
+
+
+async def deliveries(
+    db: Database,
+    endpoint_ids: Sequence[str],
+    first: int,
+    before: int | None = None,
+    status: DeliveryStatus | None = None,
+) -> dict[str, list[DeliveryRecord]]:
+    """Each endpoint's newest `first` deliveries (older than `before`), newest first: one
+    statement for a page of endpoints."""
+    rows = await db.fetch(
+        f"SELECT d.* FROM unnest($1::text[]) AS w(id) CROSS JOIN LATERAL ("
+        f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries "
+        "WHERE endpoint_id = w.id AND ($2::bigint IS NULL OR id < $2) "
+        "AND ($4::text IS NULL OR status = $4) ORDER BY id DESC LIMIT $3) d",
+        list(endpoint_ids),
+        before,
+        first,
+        status.value if status is not None else None,
+    )
+    found: dict[str, list[DeliveryRecord]] = {id: [] for id in endpoint_ids}
+    for row in rows:
+        found[row["endpoint_id"]].append(DeliveryRecord.from_row(row))
+    return found
+
+
+# --- the delivery worker's statements --------------------------------------------------------
+
+
+async def claim(
+    db: Database, holder: str, lease_seconds: float, limit: int, busy: Sequence[str]
+) -> list[tuple[EndpointRecord, bool]]:
+    """Lease up to `limit` endpoints with work due, least recently worked on first: a ping or
+    redelivery waiting, or (enabled, not backing off) events past a cursor of a log it takes.
+    Rows another claim holds are skipped; `busy` are endpoints this process is on already.
+    Each comes with whether a ping or redelivery waits for it."""
+    rows = await db.fetch(
+        f"""
+        WITH due AS (
+            SELECT w.id FROM webhook_endpoints w
+            WHERE (w.lease_until IS NULL OR w.lease_until < now())
+              AND w.id <> ALL($4::text[])
+              AND (
+                (w.enabled AND (w.next_attempt_at IS NULL OR w.next_attempt_at <= now())
+                 AND ((w.task_filter IS NOT NULL AND w.task_cursor < {readable_through_sql("task")})
+                   OR (w.run_filter IS NOT NULL AND w.run_cursor < {readable_through_sql("run")})))
+                OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
+                           AND d.status = 'pending' AND d.kind <> 'event')
+              )
+            ORDER BY w.lease_until NULLS FIRST, w.id
+            LIMIT $3
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE webhook_endpoints w
+        SET lease_holder = $1, lease_until = now() + $2 * interval '1 second'
+        FROM due WHERE w.id = due.id
+        RETURNING {", ".join("w." + f for f in _ENDPOINT_FIELDS)}, EXISTS (
+            SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
+            AND d.status = 'pending' AND d.kind <> 'event') AS manual
+        """,
+        holder,
+        lease_seconds,
+        limit,
+        list(busy),
+    )
+    return [(EndpointRecord.from_row(r), bool(r["manual"])) for r in rows]
+
+
+async def any_endpoint(db: Database) -> bool:
+    return bool(await db.fetchval("SELECT EXISTS (SELECT 1 FROM webhook_endpoints)"))
+
+
+async def next_due(db: Database) -> datetime | None:
+    """When the soonest backed-off endpoint is due again (None: none is)."""
+    value = await db.fetchval(
+        "SELECT min(next_attempt_at) FROM webhook_endpoints "
+        "WHERE enabled AND next_attempt_at IS NOT NULL"
+    )
+    return value  # type: ignore[no-any-return]
+
+
+async def release(db: Database, endpoint_id: str, holder: str) -> None:
+    await db.execute(
+        "UPDATE webhook_endpoints SET lease_until = now() WHERE id = $1 AND lease_holder = $2",
+        endpoint_id,
+        holder,
+    )
+
+
+async def release_all(db: Database, holder: str) -> None:
+    await db.execute(
+        "UPDATE webhook_endpoints SET lease_until = now() "
+        "WHERE lease_holder = $1 AND lease_until > now()",
+        holder,
+    )
+
+
+async def pending_manual(db: Database, endpoint_id: str, limit: int) -> list[DeliveryRecord]:
+    rows = await db.fetch(
+        f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries "
+        "WHERE endpoint_id = $1 AND status = 'pending' AND kind <> 'event' ORDER BY id LIMIT $2",
+        endpoint_id,
+        limit,
+    )
+    return [DeliveryRecord.from_row(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """What one attempt at a message came to, to be written."""
+
+    log: str | None
+    event_id: int | None
+    message_id: str
+    delivered: bool
+    response_status: int | None
+    response_body: str | None
+    duration_ms: int
+    error: str | None
+    at: datetime
+    delivery_id: int | None = None  # a manual delivery's row
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The endpoint's state after a batch: cursors, the head's failures and its next try,
+    and whether it is disabled now (with why)."""
+
+    task_cursor: int
+    run_cursor: int
+    failures: int
+    next_attempt_at: datetime | None
+    disabled_reason: str | None = None
+
+
+async def record(
+    db: Database,
+    endpoint_id: str,
+    holder: str,
+    attempts: Sequence[Attempted],
+    outcome: Outcome | None,
+) -> bool:
+    """Write a batch's attempts (and, for event batches, the endpoint's new state) in one
+    transaction, only while `holder` still holds the lease; False when it does not."""
+    async with db.transaction() as conn:
+        if outcome is None:
+            held = await conn.fetchval(
+                "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND lease_holder = $2 "
+                "AND lease_until >= now() FOR UPDATE",
+                endpoint_id,
+                holder,
+            )
+        else:
+            held = await conn.fetchval(
+                "UPDATE webhook_endpoints SET task_cursor = greatest(task_cursor, $2), "
+                "run_cursor = greatest(run_cursor, $3), failures = $4, next_attempt_at = $5, "
+                "enabled = enabled AND $6::text IS NULL, "
+                "disabled_reason = coalesce($6, disabled_reason), "
+                "disabled_at = CASE WHEN $6::text IS NULL THEN disabled_at ELSE now() END "
+                "WHERE id = $1 AND lease_holder = $7 AND lease_until >= now() RETURNING 1",
+                endpoint_id,
+                outcome.task_cursor,
+                outcome.run_cursor,
+                outcome.failures,
+                outcome.next_attempt_at,
+                outcome.disabled_reason,
+                holder,
+            )
+        if held is None:
+            return False
+        manual = [a for a in attempts if a.delivery_id is not None]
+        events = [a for a in attempts if a.delivery_id is None]
+        if manual:
+            await conn.execute(
+                """
+                UPDATE webhook_deliveries d SET
+                    status = CASE WHEN a.delivered THEN 'delivered' ELSE 'failed' END,
+                    attempts = d.attempts + 1, response_status = a.response_status,
+                    response_body = a.response_body, duration_ms = a.duration_ms,
+                    last_error = a.error, next_attempt_at = NULL, attempted_by = $2,
+                    updated_at = a.at,
+                    delivered_at = CASE WHEN a.delivered THEN a.at ELSE d.delivered_at END
+                FROM unnest($1::bigint[], $3::bool[], $4::int[], $5::text[], $6::int[],
+                            $7::text[], $8::timestamptz[])
+                    AS a(id, delivered, response_status, response_body, duration_ms, error, at)
+                WHERE d.id = a.id
+                """,
+                [a.delivery_id for a in manual],
+                holder,
+                *_columns(manual),
+            )
+        if events:
+            # The head's row carries the endpoint's next try while it is pending.
+            retry_at = outcome.next_attempt_at if outcome is not None else None
+            await conn.execute(
+                """
+                INSERT INTO webhook_deliveries AS d (endpoint_id, kind, log, event_id,
+                    message_id, status, attempts, response_status, response_body, duration_ms,
+                    last_error, next_attempt_at, attempted_by, created_at, updated_at,
+                    delivered_at)
+                SELECT $1, 'event', a.log, a.event_id, a.message_id,
+                    CASE WHEN a.delivered THEN 'delivered' ELSE 'pending' END, 1,
+                    a.response_status, a.response_body, a.duration_ms, a.error,
+                    CASE WHEN a.delivered THEN NULL ELSE $12::timestamptz END, $2, a.at, a.at,
+                    CASE WHEN a.delivered THEN a.at END
+                FROM unnest($9::text[], $10::bigint[], $11::text[], $3::bool[], $4::int[],
+                            $5::text[], $6::int[], $7::text[], $8::timestamptz[])
+                    AS a(log, event_id, message_id, delivered, response_status, response_body,
+                         duration_ms, error, at)
+                ON CONFLICT (endpoint_id, log, event_id) WHERE kind = 'event' DO UPDATE SET
+                    status = excluded.status, attempts = d.attempts + 1,
+                    response_status = excluded.response_status,
+                    response_body = excluded.response_body,
+                    duration_ms = excluded.duration_ms, last_error = excluded.last_error,
+                    next_attempt_at = excluded.next_attempt_at,
+                    attempted_by = excluded.attempted_by, updated_at = excluded.updated_at,
+                    delivered_at = excluded.delivered_at
+                """,
+                endpoint_id,
+                holder,
+                *_columns(events),
+                [a.log for a in events],
+                [a.event_id for a in events],
+                [a.message_id for a in events],
+                retry_at,
+            )
+        return True
+
+
+def _columns(attempts: Sequence[Attempted]) -> list[list[Any]]:
+    return [
+        [a.delivered for a in attempts],
+        [a.response_status for a in attempts],
+        [a.response_body for a in attempts],
+        [a.duration_ms for a in attempts],
+        [a.error for a in attempts],
+        [a.at for a in attempts],
+    ]
+
+
+async def prune(db: Database, keep: int = KEPT_DELIVERIES) -> int:
+    """Drop each endpoint's deliveries beyond its newest `keep` (never a pending one)."""
+    status = await db.execute(
+        """
+        DELETE FROM webhook_deliveries d USING (
+            SELECT id FROM (
+                SELECT id, status, row_number() OVER (PARTITION BY endpoint_id ORDER BY id DESC)
+                    AS n
+                FROM webhook_deliveries
+            ) ranked WHERE n > $1 AND status <> 'pending'
+        ) old WHERE d.id = old.id
+        """,
+        keep,
+    )
+    return int(status.split()[-1])

@@ -1,0 +1,116 @@
+"""One HTTP attempt at a webhook message, bounded in time and in what it reads back.
+
+The request goes to the address `addresses.resolve` checked, with the Standard Webhooks
+headers; redirects are not followed (a 3xx is a failure); the whole attempt (resolving,
+connecting, sending, the answer's head and up to `MAX_RESPONSE_BYTES` of its body) gets
+`timeout` seconds. Only a 2xx acknowledges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from urllib.parse import SplitResult
+
+import httpx
+
+from baton.webhooks.addresses import Policy, Refused, pinned, resolve
+
+MAX_RESPONSE_BYTES = 1024  # of a receiver's answer, kept for the delivery log
+MAX_ERROR_CHARS = 500
+USER_AGENT = "Baton-Webhooks/1"
+
+
+@dataclass(frozen=True)
+class Answer:
+    delivered: bool
+    status: int | None
+    body: str | None
+    error: str | None
+    duration_ms: int
+
+    @property
+    def gone(self) -> bool:
+        """410: the receiver says the endpoint is gone for good."""
+        return self.status == 410
+
+
+def client(concurrency: int, timeout: float) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        follow_redirects=False,
+        timeout=httpx.Timeout(timeout),
+        limits=httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency),
+        trust_env=False,  # no proxy from the environment: the checked address is the one used
+    )
+
+
+async def send(
+    http: httpx.AsyncClient,
+    parts: SplitResult,
+    policy: Policy,
+    headers: dict[str, str],
+    body: bytes,
+    seconds: float,
+) -> Answer:
+    started = time.monotonic()
+    status: int | None = None
+    excerpt: str | None = None
+    error: str | None = None
+    try:
+        async with asyncio.timeout(seconds):
+            address = await resolve(parts, policy)
+            pin = pinned(parts, address)
+            request = http.build_request(
+                "POST",
+                pin.url,
+                content=body,
+                headers={
+                    **headers,
+                    "host": pin.host_header,
+                    "content-type": "application/json",
+                    "user-agent": USER_AGENT,
+                    "accept-encoding": "identity",
+                },
+                extensions={"sni_hostname": pin.server_name} if pin.server_name else {},
+            )
+            response = await http.send(request, stream=True)
+            try:
+                status = response.status_code
+                excerpt = await _excerpt(response)
+            finally:
+                await response.aclose()
+    except TimeoutError:
+        error = f"no answer within {seconds:g} s"
+    except Refused as exc:
+        error = f"refused: {exc}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except OSError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    duration = int((time.monotonic() - started) * 1000)
+    delivered = status is not None and 200 <= status < 300
+    if status is not None and not delivered:
+        error = f"HTTP {status}"
+        if 300 <= status < 400:
+            error += " (redirects are not followed)"
+        elif status == 410:
+            error += " (Gone: the endpoint is disabled)"
+    return Answer(
+        delivered,
+        status,
+        excerpt,
+        error[:MAX_ERROR_CHARS] if error else None,
+        duration,
+    )
+
+
+async def _excerpt(response: httpx.Response) -> str | None:
+    kept = bytearray()
+    async for chunk in response.aiter_raw():
+        kept += chunk
+        if len(kept) >= MAX_RESPONSE_BYTES:
+            break
+    if not kept:
+        return None
+    return bytes(kept[:MAX_RESPONSE_BYTES]).decode("utf-8", "replace")

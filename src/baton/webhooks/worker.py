@@ -1,0 +1,513 @@
+"""The delivery worker: one per process, sending each endpoint's events at least once.
+
+The outbox is the event logs themselves: an endpoint's cursor in each log says what it has
+acknowledged. The worker claims endpoints with work due (a lease on the endpoint's row, taken
+with `FOR UPDATE SKIP LOCKED`, so one process at a time works on an endpoint), renders what
+lies after the cursors, sends it one message at a time in id order, and writes a batch's
+results and the new cursors in one transaction, only while its lease holds. A process killed
+anywhere in between has written nothing for that batch; its lease runs out and the next claim
+sends from the old cursor again: the receiver may see the batch's messages twice (same
+`webhook-id`), never miss one.
+
+Order: an endpoint's task events arrive in task-event id order (commit order), and its run
+events in run-event id order; the two logs are two sequences, sent task events first within
+each turn, with no order promised between a task event and a run event. A message is not sent
+before the one ahead of it in its log is acknowledged: a failing head holds its endpoint back
+(retried on `baton.webhooks.schedule`), never another endpoint.
+
+Bounded: at most `concurrency` endpoints per process at once (a hanging receiver holds one
+slot for at most the attempt timeout), at most `BATCH` events per turn, and a turn stops
+before its lease could run out. Wake-ups come from the event hubs (an event committed on any
+process) and from the API (a ping, a redelivery, an endpoint enabled); otherwise it looks again
+every `poll_seconds` and when the soonest retry is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import orjson
+from prometheus_client import Counter
+
+from baton.access.principals import ADMIN, Principal, PrincipalKind
+from baton.api.context import Context
+from baton.engine.runner import Engine
+from baton.engine.sharing import SharedOutcomes
+from baton.live.filters import EventFilter, RunEventFilter
+from baton.live.hub import EventHub
+from baton.metrics import REGISTRY
+from baton.store import webhooks as store
+from baton.store.db import Database
+from baton.store.records import EventRecord, RunEventRecord
+from baton.store.webhooks import Attempted, DeliveryKind, DeliveryRecord, EndpointRecord
+from baton.webhooks import attempt, render, schedule, signing
+from baton.webhooks.addresses import Policy, Refused, parse
+
+log = logging.getLogger("baton.webhooks")
+
+BATCH = 100  # events per turn of one endpoint
+MANUAL_BATCH = 10  # pings and redeliveries per turn
+MARGIN_SECONDS = 3.0  # an attempt starts only with this much lease left after its timeout
+STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
+PRUNE_SECONDS = 60.0
+KEPT_RENDERS = 4096  # rendered events kept for the next endpoint of the same owner and filter
+
+ATTEMPTS = Counter(
+    "baton_webhook_attempts",
+    "Webhook delivery attempts made by this process, by outcome (delivered or failed).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    policy: Policy
+    timeout: float = 10.0
+    retry_first: float = 5.0
+    max_attempts: int = 11
+    concurrency: int = 16
+    poll_seconds: float = 1.0
+
+    @property
+    def lease_seconds(self) -> float:
+        """Long enough for one attempt and its bookkeeping, short enough that an endpoint a
+        dead process held is picked up again soon."""
+        return 2 * self.timeout + 10
+
+
+def message_id(endpoint_id: str, log: str, event_id: int) -> str:
+    """The `webhook-id` of an event's message to an endpoint: the same for every attempt and
+    every redelivery, so a receiver can drop what it has seen."""
+    return f"msg_{endpoint_id}_{log}_{event_id}"
+
+
+class DeliveryWorker:
+    def __init__(
+        self,
+        db: Database,
+        engine: Engine,
+        context: Callable[[Principal], Context],
+        hubs: tuple[EventHub[EventRecord], EventHub[RunEventRecord]],
+        box: signing.SecretBox,
+        settings: WorkerSettings,
+    ) -> None:
+        self.db = db
+        self.engine = engine
+        self.context = context
+        self.hubs = hubs
+        self.box = box
+        self.settings = settings
+        # Identifies this process's leases; new on every start, so a restarted process never
+        # mistakes a dead predecessor's lease for its own.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        self._wake = asyncio.Event()
+        self._endpoints_exist = asyncio.Event()
+        self._active: dict[str, asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._http: httpx.AsyncClient | None = None
+        # What an event renders to depends only on the owner, the log, the filter and the event
+        # (its subject as it was right after it): endpoints that share them render it once.
+        self._renders: OrderedDict[tuple[str, str, bytes, int], dict[str, Any]] = OrderedDict()
+        # Endpoints claimed together reach the same new events together: one render each.
+        self._rendering: SharedOutcomes[list[dict[str, Any]]] = SharedOutcomes(256)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        self._http = attempt.client(s.concurrency, s.timeout)
+        task_hub, run_hub = self.hubs
+        self._tasks = [
+            asyncio.create_task(self._loop(), name="baton-webhooks"),
+            asyncio.create_task(
+                self._follow(lambda: task_hub.stream(ADMIN, EventFilter())),
+                name="baton-webhooks-tasks",
+            ),
+            asyncio.create_task(
+                self._follow(lambda: run_hub.stream(ADMIN, RunEventFilter())),
+                name="baton-webhooks-runs",
+            ),
+            asyncio.create_task(self._prune(), name="baton-webhooks-prune"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop within `STOP_SECONDS`: attempts in flight are cancelled (their endpoints'
+        leases run out and the messages go again later), no peer is waited on."""
+        tasks = [*self._tasks, *self._active.values()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_SECONDS)
+            for task in pending:
+                log.warning("webhooks: %s did not stop in time", task.get_name())
+        # Hand this process's endpoints back now rather than when their leases run out: what
+        # a cancelled attempt sent goes again sooner (at least once either way).
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(store.release_all(self.db, self.holder), STOP_SECONDS)
+        if self._http is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._http.aclose(), STOP_SECONDS)
+
+    def wake(self) -> None:
+        """Look for due work now (an endpoint changed, a ping or redelivery was asked for)."""
+        self._wake.set()
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def _follow(self, stream: Callable[[], AsyncIterator[Any]]) -> None:
+        """Wake the loop on every event committed (on any process) while any endpoint exists:
+        the hub already reads the log once for this process, so this costs no query of its
+        own. With no endpoint it follows nothing, so a server without webhooks does no work
+        per commit for them. A stream that fails (the database away) is opened again."""
+        while True:
+            await self._endpoints_exist.wait()
+            try:
+                async for _ in stream():
+                    self._wake.set()
+                    if not self._endpoints_exist.is_set():
+                        break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("webhooks: following the event log failed (%s)", exc)
+                await asyncio.sleep(self.settings.poll_seconds)  # then open it again
+
+    async def _loop(self) -> None:
+        delay = 0.1
+        idle = True  # the last wait ended without a wake-up
+        while True:
+            wait = self.settings.poll_seconds
+            try:
+                # Whether any endpoint exists: looked at only when nothing woke the loop (on
+                # poll), or before any is known (an endpoint made on another process shows
+                # within `poll_seconds`); one query per poll, none per commit.
+                if idle or not self._endpoints_exist.is_set():
+                    if await store.any_endpoint(self.db):
+                        self._endpoints_exist.set()
+                    else:
+                        self._endpoints_exist.clear()
+                if self._endpoints_exist.is_set():
+                    await self._fill()
+                    due = await store.next_due(self.db)
+                    if due is not None:
+                        until = (due - datetime.now(UTC)).total_seconds()
+                        wait = max(0.01, min(wait, until))
+                delay = 0.1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database being away must not stop deliveries
+                log.warning("webhooks: claiming failed (%s); retrying in %.1fs", exc, delay)
+                wait, delay = delay, min(delay * 2, 5.0)
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+                idle = False
+            except TimeoutError:
+                idle = True
+            self._wake.clear()
+
+    async def _fill(self) -> None:
+        free = self.settings.concurrency - len(self._active)
+        if free <= 0:
+            return
+        claimed = await store.claim(
+            self.db, self.holder, self.settings.lease_seconds, free, list(self._active)
+        )
+        for endpoint, manual in claimed:
+            # A little short of the lease as the database counts it: clocks and round trips.
+            deadline = time.monotonic() + self.settings.lease_seconds - 1.0
+            turn = self._turn(endpoint, manual, deadline)
+            task = asyncio.create_task(turn, name=f"wh-{endpoint.id}")
+            self._active[endpoint.id] = task
+            task.add_done_callback(functools.partial(self._done, endpoint.id))
+
+    def _done(self, endpoint_id: str, _: object) -> None:
+        self._active.pop(endpoint_id, None)
+        self._wake.set()  # a slot is free, and the endpoint may have more to send
+
+    async def _prune(self) -> None:
+        while True:
+            await asyncio.sleep(PRUNE_SECONDS)
+            try:
+                await store.prune(self.db)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("webhooks: pruning deliveries failed (%s)", exc)
+
+    # --- one endpoint's turn ------------------------------------------------------------------
+
+    def _time_for_one(self, deadline: float) -> bool:
+        return time.monotonic() + self.settings.timeout + MARGIN_SECONDS < deadline
+
+    async def _turn(self, endpoint: EndpointRecord, manual: bool, deadline: float) -> None:
+        try:
+            context = self.context(Principal(PrincipalKind.OWNER, endpoint.owner))
+            if manual:
+                await self._manual(endpoint, context, deadline)
+            now = datetime.now(UTC)
+            due = endpoint.next_attempt_at is None or endpoint.next_attempt_at <= now
+            if endpoint.enabled and due:
+                await self._events(endpoint, context, deadline)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("webhooks: endpoint %s", endpoint.id)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(store.release(self.db, endpoint.id, self.holder))
+
+    def _secrets(self, endpoint: EndpointRecord) -> list[str]:
+        """The secrets that sign now: the current one, and the previous one during its
+        rotation's grace period."""
+        found = [self.box.open(endpoint.secret, endpoint.id)]
+        until = endpoint.previous_secret_until
+        if endpoint.previous_secret and until is not None and until > datetime.now(UTC):
+            found.append(self.box.open(endpoint.previous_secret, endpoint.id))
+        return found
+
+    async def _send(self, endpoint: EndpointRecord, message_id: str, body: bytes) -> Any:
+        assert self._http is not None
+        started = datetime.now(UTC)
+        try:
+            parts = parse(endpoint.url, self.settings.policy)
+            secrets = self._secrets(endpoint)
+        except (Refused, signing.SecretUnavailable) as exc:
+            answer = attempt.Answer(False, None, None, str(exc), 0)
+        else:
+            headers = signing.headers(secrets, message_id, int(time.time()), body)
+            answer = await attempt.send(
+                self._http, parts, self.settings.policy, headers, body, self.settings.timeout
+            )
+        ATTEMPTS.labels(outcome="delivered" if answer.delivered else "failed").inc()
+        return answer, started
+
+    async def _manual(self, endpoint: EndpointRecord, context: Context, deadline: float) -> None:
+        pending = await store.pending_manual(self.db, endpoint.id, MANUAL_BATCH)
+        done: list[Attempted] = []
+        for delivery in pending:
+            if not self._time_for_one(deadline):
+                break
+            done.append(await self._one_manual(endpoint, context, delivery))
+        if done:
+            await store.record(self.db, endpoint.id, self.holder, done, None)
+
+    async def _one_manual(
+        self, endpoint: EndpointRecord, context: Context, delivery: DeliveryRecord
+    ) -> Attempted:
+        if delivery.kind is DeliveryKind.PING:
+            data = {"ping": {"endpointId": endpoint.id, "deliveryId": str(delivery.id)}}
+            body = render.body("ping", data)
+        else:
+            assert delivery.log is not None and delivery.event_id is not None
+            try:
+                body = await self._render_one(endpoint, context, delivery.log, delivery.event_id)
+            except render.RenderFailed as exc:
+                return _attempted(delivery, None, error=f"not rendered: {exc}")
+        answer, started = await self._send(endpoint, delivery.message_id, body)
+        return _attempted(delivery, answer, at=started)
+
+    async def _render_one(
+        self, endpoint: EndpointRecord, context: Context, log_name: str, event_id: int
+    ) -> bytes:
+        variables = endpoint.task_filter if log_name == "task" else endpoint.run_filter
+        if variables is None:
+            raise render.RenderFailed(f"the endpoint no longer takes {log_name} events")
+        principal = context.principal
+        async with self.db.connection() as conn:
+            ids = await render.matching_ids(
+                conn, log_name, principal, variables, event_id - 1, event_id, 1
+            )
+        if ids != [event_id]:
+            raise render.RenderFailed("the event does not match the endpoint's filter")
+        (data,) = await render.render(
+            self.engine, context, log_name, variables, event_id - 1, ids, self.settings.timeout
+        )
+        return render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))
+
+    async def _rendered(
+        self,
+        context: Context,
+        endpoint: EndpointRecord,
+        log_name: str,
+        variables: dict[str, Any],
+        cursor: int,
+        ids: list[int],
+    ) -> list[dict[str, Any]]:
+        shape = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
+        keys = [(endpoint.owner, log_name, shape, event_id) for event_id in ids]
+        kept = [self._renders.get(key) for key in keys]
+        if all(data is not None for data in kept):
+            for key in keys:
+                self._renders.move_to_end(key)
+            return [data for data in kept if data is not None]
+        found = await self._rendering.get(
+            (endpoint.owner, log_name, shape, cursor, tuple(ids)),
+            functools.partial(
+                render.render,
+                self.engine,
+                context,
+                log_name,
+                variables,
+                cursor,
+                ids,
+                self.settings.timeout,
+            ),
+        )
+        for key, data in zip(keys, found, strict=True):
+            self._renders[key] = data
+        while len(self._renders) > KEPT_RENDERS:
+            self._renders.popitem(last=False)
+        return found
+
+    async def _events(self, endpoint: EndpointRecord, context: Context, deadline: float) -> None:
+        state = store.Outcome(
+            endpoint.task_cursor, endpoint.run_cursor, endpoint.failures, endpoint.next_attempt_at
+        )
+        for log_name in render.LOGS:
+            variables = endpoint.task_filter if log_name == "task" else endpoint.run_filter
+            if variables is None:
+                continue
+            while self._time_for_one(deadline):
+                cursor = state.task_cursor if log_name == "task" else state.run_cursor
+                async with self.db.connection() as conn:
+                    through = await store.readable_through(conn, log_name)
+                    if cursor >= through:
+                        break
+                    ids = await render.matching_ids(
+                        conn, log_name, context.principal, variables, cursor, through, BATCH
+                    )
+                done, state, stop = await self._batch(
+                    endpoint, context, log_name, variables, cursor, through, ids, state, deadline
+                )
+                if not await store.record(self.db, endpoint.id, self.holder, done, state):
+                    log.warning(
+                        "webhooks: lost the lease on %s; its messages go again", endpoint.id
+                    )
+                    return
+                if stop:
+                    return
+
+    async def _batch(
+        self,
+        endpoint: EndpointRecord,
+        context: Context,
+        log_name: str,
+        variables: dict[str, Any],
+        cursor: int,
+        through: int,
+        ids: list[int],
+        state: store.Outcome,
+        deadline: float,
+    ) -> tuple[list[Attempted], store.Outcome, bool]:
+        """Send `ids` in order until one fails or time runs short: the attempts, the endpoint's
+        state after them, and whether to stop this turn."""
+        done: list[Attempted] = []
+        position = cursor
+        failure: attempt.Answer | None = None
+        rendered: list[dict[str, Any]] = []
+        render_error: str | None = None
+        if ids:
+            try:
+                rendered = await self._rendered(context, endpoint, log_name, variables, cursor, ids)
+            except render.RenderFailed as exc:
+                render_error = f"not rendered: {exc}"
+        if render_error is not None:
+            failure = attempt.Answer(False, None, None, render_error, 0)
+            done.append(
+                Attempted(
+                    log=log_name,
+                    event_id=ids[0],
+                    message_id=message_id(endpoint.id, log_name, ids[0]),
+                    delivered=False,
+                    response_status=None,
+                    response_body=None,
+                    duration_ms=0,
+                    error=render_error,
+                    at=datetime.now(UTC),
+                )
+            )
+        short = False
+        for event_id, data in zip(ids, rendered, strict=True):
+            if not self._time_for_one(deadline):
+                short = True
+                break
+            mid = message_id(endpoint.id, log_name, event_id)
+            body = render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))
+            answer, started = await self._send(endpoint, mid, body)
+            done.append(
+                Attempted(
+                    log=log_name,
+                    event_id=event_id,
+                    message_id=mid,
+                    delivered=answer.delivered,
+                    response_status=answer.status,
+                    response_body=answer.body,
+                    duration_ms=answer.duration_ms,
+                    error=answer.error,
+                    at=started,
+                )
+            )
+            if not answer.delivered:
+                failure = answer
+                break
+            position = event_id
+        if failure is None and not short and len(ids) < BATCH:
+            position = through  # nothing else up to `through` is for this endpoint
+        if log_name == "task":
+            state = replace(state, task_cursor=position)
+        else:
+            state = replace(state, run_cursor=position)
+        if failure is None:
+            state = replace(state, failures=0 if done else state.failures)
+            if done:
+                state = replace(state, next_attempt_at=None)
+            return done, state, short
+        # Failed attempts in a row at the head: a delivery earlier in this batch started anew.
+        failures = (0 if any(a.delivered for a in done) else state.failures) + 1
+        reason: str | None = None
+        next_at: datetime | None = None
+        if failure.gone:
+            reason = "the receiver answered 410 Gone"
+        elif failures >= self.settings.max_attempts:
+            reason = f"{failures} attempts in a row failed (last: {failure.error})"
+        else:
+            wait = schedule.delay(failures, self.settings.retry_first)
+            next_at = datetime.now(UTC) + timedelta(seconds=wait)
+        state = replace(state, failures=failures, next_attempt_at=next_at, disabled_reason=reason)
+        if reason is not None:
+            log.warning("webhooks: endpoint %s disabled: %s", endpoint.id, reason)
+        return done, state, True
+
+
+def _attempted(
+    delivery: DeliveryRecord,
+    answer: attempt.Answer | None,
+    *,
+    at: datetime | None = None,
+    error: str | None = None,
+) -> Attempted:
+    return Attempted(
+        log=delivery.log,
+        event_id=delivery.event_id,
+        message_id=delivery.message_id,
+        delivered=answer.delivered if answer else False,
+        response_status=answer.status if answer else None,
+        response_body=answer.body if answer else None,
+        duration_ms=answer.duration_ms if answer else 0,
+        error=answer.error if answer else error,
+        at=at or datetime.now(UTC),
+        delivery_id=delivery.id,
+    )
