@@ -23,7 +23,7 @@ import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from baton.budget import spend
+from baton.budget import current_budget, spend
 from baton.errors import TooMuchWork, Unavailable
 from baton.metrics import DB_STATEMENTS
 
@@ -64,18 +64,28 @@ def create_engine(url: str, *, pool_size: int = 2) -> AsyncEngine:
 
 
 class MeteredConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped
-    """A pooled connection that counts the bytes of JSON it has decoded, so a request's budget
-    can weigh what it loads (`Connection.fetch`) at no cost per row: the decoder sees each
-    value's text once anyway."""
+    """A pooled connection whose JSON decoder spends the budget of the request using it
+    (`json_budget`, set by `Connection.fetch` for the statement's duration), as each value
+    arrives: concurrent statements of one request share one budget, and once it is spent the
+    rest of the rows' JSON is not decoded at all."""
 
-    __slots__ = ("json_bytes",)
+    __slots__ = ("json_budget",)
+
+    def meter(self, budget: list[int] | None) -> None:
+        """Spend `budget` while decoding (None: stop). A method, as the pool's proxy
+        forwards calls but not attribute writes."""
+        self.json_budget = budget
 
 
 async def _init(conn: asyncpg.Connection) -> None:
-    conn.json_bytes = 0
+    conn.json_budget = None
 
     def decode(text: str) -> Any:
-        conn.json_bytes += len(text)
+        budget: list[int] | None = conn.json_budget
+        if budget is not None:
+            budget[1] -= len(text)
+            if budget[1] < 0:
+                return None  # over budget: `Connection.fetch` refuses the rows
         return orjson.loads(text)
 
     for kind in ("jsonb", "json"):
@@ -194,19 +204,20 @@ class Connection:
         """The rows, spent from the request's budget (`baton.budget`) unless the statement
         `writes`: a write that is done must never be answered as refused."""
         DB_STATEMENTS.inc()
-        before = self._json_bytes()
-        rows = await self.raw.fetch(sql, *args)
-        if not writes:
-            spend(len(rows), self._json_bytes() - before)
+        budget = None if writes else current_budget()
+        if budget is None or not hasattr(self.raw, "meter"):
+            return await self.raw.fetch(sql, *args)  # type: ignore[no-any-return]
+        self.raw.meter(budget)
+        try:
+            rows = await self.raw.fetch(sql, *args)
+        finally:
+            self.raw.meter(None)
+        spend(len(rows))
         return rows  # type: ignore[no-any-return]
 
     async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
         DB_STATEMENTS.inc()
         return await self.raw.fetchrow(sql, *args)
-
-    def _json_bytes(self) -> int:
-        # Connections made outside a `Database` pool (tests, tools) are not metered.
-        return int(getattr(self.raw, "json_bytes", 0))
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         DB_STATEMENTS.inc()
