@@ -200,7 +200,8 @@ async def test_a_server_without_endpoints_follows_no_event_log_for_them(
     import httpx
 
     async def streams(server: LiveServer) -> float:
-        async with httpx.AsyncClient() as client:
+        headers = {"Authorization": f"Bearer {await server.token(ADMIN)}"}  # /metrics needs it
+        async with httpx.AsyncClient(headers=headers) as client:
             text = (await client.get(f"{server.url}/metrics")).text
         (line,) = [x for x in text.splitlines() if x.startswith("baton_live_subscriptions ")]
         return float(line.split()[1])
