@@ -246,8 +246,9 @@ _RUN_EVENTS = f"""
     ORDER BY r.id, e.version
 """
 _LEASES = """
-    INSERT INTO run_leases (run_id, holder, expires_at)
-    SELECT id, owner || '/a0', now() + interval '1 day' FROM runs WHERE project = $1
+    INSERT INTO run_leases (run_id, holder, expires_at, id)
+    SELECT id, owner || '/a0', now() + interval '1 day', 'l' || substr(md5(id), 1, 24)
+    FROM runs WHERE project = $1
 """
 
 
