@@ -34,6 +34,7 @@ from graphql.execution.values import VariableValues
 from graphql.pyutils import inspect as describe
 from graphql.pyutils import is_iterable
 
+from baton.engine.leaves import weight
 from baton.engine.plans import Compiler, FieldPlan, Kind, TypePlan
 
 # A response position: (parent position, key, ordinal), None for the root. The ordinal is the
@@ -356,9 +357,8 @@ async def _complete_nullable(
         except Exception as exc:
             serialized = run.fail(exc, plan, path_of(i))
         out.append(serialized)
-    weigh = run.compiler.weigher(type_)  # type: ignore[arg-type]
-    if weigh is not None:
-        run.charge(sum(weigh(v) for v in out if v is not None and type(v) is not Failure))
+    if run.compiler.weighs(type_):  # type: ignore[arg-type]
+        run.charge(weight(out))
     return out
 
 

@@ -15,7 +15,6 @@ import orjson
 from graphql import GraphQLEnumType, GraphQLScalarType
 
 Serialize = Callable[[Any], Any]
-Weigh = Callable[[Any], int]
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
@@ -63,23 +62,18 @@ def _date_time(slow: Serialize) -> Serialize:
     return serialize
 
 
-def _json_size(value: Any) -> int:
-    if type(value) is str:  # its UTF-8 bytes, before JSON escapes
-        return (len(value) if value.isascii() else len(value.encode(errors="replace"))) + 2
+def weighed(type_: GraphQLScalarType | GraphQLEnumType) -> bool:
+    """Whether values of `type_` are weighed for the response's byte budget: text and JSON,
+    whose size a client controls; the size of the rest the cost check's count of values
+    bounds."""
+    return isinstance(type_, GraphQLScalarType) and type_.name in ("String", "ID", "JSON")
+
+
+def weight(values: list[Any]) -> int:
+    """The bytes `values` (serialised leaves) take in the response, as JSON: one encoding
+    for a whole level. A value orjson cannot encode (it fails later, as a field error) or a
+    failed position counts nothing."""
     try:
-        return len(orjson.dumps(value))
-    except TypeError:  # not JSON: the encoder refuses it later, with its own error
-        return 0
-
-
-def weigher(type_: GraphQLScalarType | GraphQLEnumType) -> Weigh | None:
-    """The size in the response of a serialised value of `type_`, for text and JSON (the
-    values whose size a client controls); None for the rest, whose size the cost check's count
-    of values bounds."""
-    if isinstance(type_, GraphQLEnumType):
-        return None
-    if type_.name in ("String", "ID"):
-        return _json_size
-    if type_.name == "JSON":
-        return _json_size
-    return None
+        return len(orjson.dumps(values))
+    except TypeError:
+        return sum(weight([v]) for v in values if type(v) in (str, int, float, bool, dict, list))

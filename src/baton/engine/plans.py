@@ -39,7 +39,7 @@ from strawberry.types.field import StrawberryField
 
 from baton.engine.arguments import field_converter
 from baton.engine.fields import collect
-from baton.engine.leaves import Serialize, Weigh, serializer, weigher
+from baton.engine.leaves import Serialize, serializer, weighed
 
 DEFINITION = "strawberry-definition"
 # Key in a Strawberry field's `metadata` naming its batch resolver (see `batched`).
@@ -141,16 +141,15 @@ class Compiler:
         self.variables = variables
         self._abstract: dict[GraphQLAbstractType, dict[type, GraphQLObjectType]] = {}
         self._serializers: dict[GraphQLNamedType, Serialize] = {}
-        self._weighers: dict[GraphQLNamedType, Weigh | None] = {}
+        self._weighed: dict[GraphQLNamedType, bool] = {}
         self._converters: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
-    def weigher(self, type_: GraphQLScalarType | GraphQLEnumType) -> Weigh | None:
-        """How many bytes a serialised value of `type_` takes in the response, for the types
-        whose values can be large (text and JSON); None for the rest, which the cost check's
-        count of values bounds."""
-        if type_ not in self._weighers:
-            self._weighers[type_] = weigher(type_)
-        return self._weighers[type_]
+    def weighs(self, type_: GraphQLScalarType | GraphQLEnumType) -> bool:
+        """Whether the response's byte budget counts values of `type_` (see `leaves`)."""
+        found = self._weighed.get(type_)
+        if found is None:
+            found = self._weighed[type_] = weighed(type_)
+        return found
 
     def serializer(self, type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
         found = self._serializers.get(type_)
