@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from baton.access.tokens import digest, revoke_token
 from tests.conftest import LiveServer
 from tests.helpers import World
 
 
-def big_packet(n: int) -> dict[str, object]:
+def big_packet(n: int) -> dict[str, Any]:
     """A packet near the schema's bounds: about 36 KB in every event of its task."""
     return {
         "task": f"task {n} " + "t" * 480,
@@ -36,6 +37,15 @@ async def until(condition: Callable[[], bool], seconds: float, what: str) -> flo
             raise AssertionError(f"not within {seconds:g} s: {what}")
         await asyncio.sleep(0.05)
     return time.monotonic() - started
+
+
+async def until_async(check: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
+    """`until` for a check that has to await (an HTTP request)."""
+    started = time.monotonic()
+    while not await check():
+        if time.monotonic() - started > seconds:
+            raise AssertionError(f"not within {seconds:g} s: {what}")
+        await asyncio.sleep(0.05)
 
 
 async def revoke(server: LiveServer, token: str) -> None:
