@@ -47,6 +47,7 @@ class Outcome:
     errors: list[dict[str, Any]] = field(default_factory=list)
     _encoded: bytes | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
+    final_error: bool = False  # the stream's source failed: these errors end it
 
     @property
     def refused(self) -> bool:
@@ -280,7 +281,7 @@ class Engine:
             except StopAsyncIteration:
                 return
             except Exception as exc:
-                yield Outcome(None, formatted(stream_failed(run, field, exc)))
+                yield Outcome(None, formatted(stream_failed(run, field, exc)), final_error=True)
                 return
             key = share_key(item)
             if group is None or key is None:

@@ -22,6 +22,11 @@ for one socket's peer (messages being sent and the connection's write buffer) is
 either the socket is closed with 1008 (policy violation). One message larger than the cap
 still goes out when nothing else waits.
 
+An error in a subscription's source (the task is not visible, the cursor is not one, the
+stream fails) ends that operation with an `error` message carrying its errors, as
+graphql-transport-ws specifies; the legacy protocol's `error` carries the first. Errors in one
+event's fields arrive in that event's `next` beside its data, and the stream goes on.
+
 Closing never waits on the peer. Whoever closes a socket (the read loop, the token sweep, the
 caps) cancels its operations first, then sends the close frame from a task of its own with a
 deadline of `close_timeout` seconds; a peer that takes nothing gets its TCP connection reset
@@ -489,7 +494,7 @@ class _Socket:
 
     async def _error(self, op_id: str, errors: list[dict[str, Any]]) -> None:
         # The legacy protocol's `error` carries one error; the current one a list.
-        payload: Any = errors if self.dialect is TRANSPORT else errors[0]
+        payload: Any = errors if self.dialect is TRANSPORT else (errors or [{}])[0]
         await self.send_json({"id": op_id, "type": "error", "payload": payload})
 
     async def _run(self, op_id: str, request: Request) -> None:
@@ -497,11 +502,14 @@ class _Socket:
         try:
             if engine.operation_type(request) is OperationType.SUBSCRIPTION:
                 stream = await engine.subscribe(request, self.context, sharing=self.principal)
-                if isinstance(stream, Outcome):
-                    await self._single(op_id, stream)
+                if isinstance(stream, Outcome):  # refused, or its source could not start
+                    await self._error(op_id, stream.errors)
                     return
                 try:
                     async for outcome in stream:
+                        if outcome.final_error:
+                            await self._error(op_id, outcome.errors)
+                            return
                         await self._next(op_id, outcome)
                 finally:
                     await stream.aclose()
