@@ -109,6 +109,8 @@ class GraphQLWS:
             await socket.finish()
             return
         self.unacknowledged[socket] = None
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name="baton-ws-stall-watch")
         try:
             await socket.run()
         finally:
@@ -136,8 +138,6 @@ class GraphQLWS:
         self.by_token.setdefault(socket.token, set()).add(socket)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep(), name="baton-ws-token-sweep")
-        if self._watcher is None or self._watcher.done():
-            self._watcher = asyncio.create_task(self._watch(), name="baton-ws-stall-watch")
 
     def forget(self, socket: _Socket) -> None:
         if socket.token is None:
@@ -176,18 +176,21 @@ class GraphQLWS:
 
     async def _watch(self) -> None:
         """While sockets are open: close those whose peer has taken none of the waiting output
-        for `send_timeout` seconds (it stopped reading; what waits for it is held in memory)."""
+        for `send_timeout` seconds (it stopped reading; what waits for it is held in memory).
+        Sockets not yet acknowledged too: their read loop may be the one waiting to send."""
         limit = self.limits.send_timeout
-        while self.by_token:
+        while self.by_token or self.unacknowledged:
             await asyncio.sleep(min(1.0, limit / 4))
             now = time.monotonic()
-            for sockets in list(self.by_token.values()):
-                for socket in list(sockets):
-                    if socket.sending and now - socket.progress_at > limit:
-                        socket.terminate(
-                            Close.POLICY_VIOLATION,
-                            f"Too slow: took nothing sent for {limit:g} s",
-                        )
+            sockets = [
+                *self.unacknowledged,
+                *(s for group in self.by_token.values() for s in group),
+            ]
+            for socket in sockets:
+                if socket.sending and now - socket.progress_at > limit:
+                    socket.terminate(
+                        Close.POLICY_VIOLATION, f"Too slow: took nothing sent for {limit:g} s"
+                    )
 
 
 class _Transport(Protocol):
