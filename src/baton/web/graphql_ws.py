@@ -426,6 +426,8 @@ class _Socket:
         except Unavailable:
             await self.close(Close.TRY_AGAIN_LATER, "Try again later: database unavailable")
             return
+        if self.closed:  # closed while the token was looked up (a cap, a stalled peer)
+            raise _Closed
         if principal is None:
             await self.refuse("a valid bearer token is required", Close.FORBIDDEN, "Forbidden")
             return
@@ -473,6 +475,8 @@ class _Socket:
             revoked = await self.server.tokens.grant(self.token) is None
         except Unavailable:
             revoked = False  # checked again by the sweep; the operation answers `unavailable`
+        if self.closed:  # closed while the token was checked
+            raise _Closed
         if revoked:
             self.server.forget(self)
             await self.close(Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
