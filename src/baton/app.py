@@ -262,6 +262,9 @@ def create_app(
         init_timeout=settings.ws_init_timeout,
         max_unauthenticated=settings.max_unauthenticated_sockets,
         token_check=settings.token_check_seconds,
+        max_queued_bytes=settings.ws_max_queued_bytes,
+        send_timeout=settings.ws_send_timeout,
+        max_per_token=settings.max_sockets_per_token,
     )
     rest = Starlette(
         routes=[

@@ -45,6 +45,7 @@ def limits_table() -> str:
     from baton.api.schema import schema
     from baton.api.types import MAX_FILTER_VALUES, MAX_PAGE
     from baton.engine.limits import DEFAULT_LIMITS
+    from baton.live import hub
     from baton.web.graphql_ws import SocketLimits
 
     s = Settings()
@@ -88,8 +89,44 @@ def limits_table() -> str:
         ),
         (
             "WebSockets not yet initialised",
-            f"{s.max_unauthenticated_sockets:,} per process; more are closed with 1013",
+            f"{s.max_unauthenticated_sockets:,} per process; at the cap the oldest that sent "
+            "nothing is closed with 1013 to make room (if none, the newcomer is)",
             "`BATON_MAX_UNAUTHENTICATED_SOCKETS`",
+        ),
+        (
+            "WebSockets per token",
+            f"{s.max_sockets_per_token:,} per process; past it `connection_init` is refused "
+            "with close 1008",
+            "`BATON_MAX_SOCKETS_PER_TOKEN`",
+        ),
+        (
+            "bytes waiting to be sent to one WebSocket",
+            f"{_size(s.ws_max_queued_bytes)} (one bigger message goes out alone); past it "
+            "close 1008",
+            "`BATON_WS_MAX_QUEUED_BYTES`",
+        ),
+        (
+            "a WebSocket client that takes nothing sent to it",
+            f"closed (1008) after {_seconds(s.ws_send_timeout)}",
+            "`BATON_WS_SEND_TIMEOUT`",
+        ),
+        (
+            "closing a WebSocket",
+            f"the TCP connection is reset if the client has not taken the close frame "
+            f"within {_seconds(ws.close_timeout)} (or not answered it "
+            f"{_seconds(ws.close_timeout)} after)",
+            "`baton.web.graphql_ws`",
+        ),
+        (
+            "events held for one live subscriber",
+            f"{hub.QUEUE_LIMIT:,} or {_size(hub.QUEUE_BYTES)} of JSON; past either it "
+            "re-reads the log from its cursor",
+            "`baton.live.hub`",
+        ),
+        (
+            "events one replay reads at a time",
+            f"about {_size(hub.REPLAY_BYTES)} of JSON (at least one event, at most {hub.BATCH})",
+            "`baton.live.hub`",
         ),
         (
             "a revoked or expired token",

@@ -48,6 +48,10 @@ class Settings:
     ws_init_timeout: float = 10.0
     max_unauthenticated_sockets: int = 1000
     token_check_seconds: float = 5.0
+    # WebSocket hardening: what one socket or one token may hold.
+    ws_max_queued_bytes: int = 4 * 1024 * 1024
+    ws_send_timeout: float = 30.0
+    max_sockets_per_token: int = 20
     database_pool_size: int = 16
     metrics_token: str | None = None
     metrics_address: tuple[str, int] | None = None
@@ -307,6 +311,30 @@ VARIABLES = (
         "a revoked or expired token stops working within this many seconds (HTTP and "
         "open WebSockets, which are closed with 4403)",
         number(float, 0.1, 300),
+    ),
+    # WebSocket hardening: what one socket or one token may hold (see baton.web.graphql_ws).
+    Variable(
+        "BATON_WS_MAX_QUEUED_BYTES",
+        "ws_max_queued_bytes",
+        "4194304",
+        "bytes waiting to be sent to one WebSocket's peer; past it the socket is closed (1008)",
+        number(int, 64 * 1024, 1024 * 1024 * 1024),
+    ),
+    Variable(
+        "BATON_WS_SEND_TIMEOUT",
+        "ws_send_timeout",
+        "30",
+        "seconds a WebSocket's peer may take none of what waits to be sent to it (then the "
+        "socket is closed with 1008)",
+        number(float, 0.5, 3600),
+    ),
+    Variable(
+        "BATON_MAX_SOCKETS_PER_TOKEN",
+        "max_sockets_per_token",
+        "20",
+        "WebSockets one token may hold open per process (past it `connection_init` is refused "
+        "with close 1008)",
+        number(int, 1, 1_000_000),
     ),
     Variable(
         "BATON_DATABASE_POOL_SIZE",

@@ -63,14 +63,19 @@ class WSClient:
         return op_id
 
     async def next(self, wait: float = 10) -> dict[str, Any] | None:
-        """The next result's `data`, or None once the server completes the operation."""
+        """The next result's `data`, or None once the server completes the operation; raises
+        `SubscriptionError` with the list of errors of a result or of an `error` message, and
+        which of the two it was (`args[1]`)."""
         message = await self._receive(wait)
         if message["type"] in ("next", "data"):
             if message["payload"].get("errors"):
-                raise SubscriptionError(message["payload"]["errors"])
+                raise SubscriptionError(message["payload"]["errors"], message["type"])
             return message["payload"]["data"]  # type: ignore[no-any-return]
         if message["type"] == "complete":
             return None
+        if message["type"] == "error":  # the legacy protocol's carries one error, not a list
+            payload = message["payload"]
+            raise SubscriptionError(payload if isinstance(payload, list) else [payload], "error")
         raise SubscriptionError(message)
 
     async def collect(self, count: int, wait: float = 15) -> list[dict[str, Any]]:

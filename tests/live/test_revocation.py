@@ -2,14 +2,15 @@
 answers 401 and open WebSockets are closed with 4403 (both subprotocols).
 
 The server under test re-checks tokens every second (BATON_TOKEN_CHECK_SECONDS=1); the default
-is five seconds.
+is five seconds. The bound checked is the documented one with a generous margin; how soon
+within it a socket closes is not a property of the server (see tests/live/test_stuck_peers.py
+for sockets whose peer stops reading).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from datetime import timedelta
 
 import httpx
@@ -19,19 +20,20 @@ from websockets.exceptions import ConnectionClosed
 from baton.access.tokens import create_token, digest, revoke_token
 from tests.conftest import TUNED, TunedServer
 from tests.helpers import World
+from tests.live.big_events import until_async
 from tests.live.client import PROTOCOLS, TASK_EVENTS, WSClient
 
 CHECK = float(TUNED["BATON_TOKEN_CHECK_SECONDS"])
-SLACK = 3.0  # one database round trip and a loaded machine
+SLACK = 5.0  # one database round trip and a loaded machine
 
 
-async def closed_within(ws: WSClient, seconds: float) -> tuple[int | None, float]:
-    """Wait for the server to close `ws`; its close code and how long that took."""
-    started = time.monotonic()
+async def closed_within(ws: WSClient, seconds: float) -> int | None:
+    """Wait at most `seconds` for the server to close `ws` (fails past it); its close code."""
     with pytest.raises(ConnectionClosed):
-        while True:
-            await asyncio.wait_for(ws.ws.recv(), seconds)
-    return ws.ws.close_code, time.monotonic() - started
+        async with asyncio.timeout(seconds):
+            while True:
+                await ws.ws.recv()
+    return ws.ws.close_code
 
 
 async def token_id(server: TunedServer, token: str) -> int:
@@ -62,10 +64,7 @@ async def test_revoking_a_token_closes_its_open_sockets_with_4403(
     assert await viewer_status(tuned_server, token) == 200
 
     await revoke_token(tuned_server.db, await token_id(tuned_server, token))
-    code, took = await closed_within(ws, CHECK + SLACK)
-
-    assert code == 4403
-    assert took <= CHECK + SLACK
+    assert await closed_within(ws, CHECK + SLACK) == 4403
     assert await viewer_status(tuned_server, token) == 401
 
 
@@ -78,8 +77,7 @@ async def test_an_expiring_token_closes_its_sockets_when_it_expires(
     )
     ws = await WSClient.open(tuned_server.url, token, protocol)
     await ws.subscribe(TASK_EVENTS, {"filter": {"projects": [world.project]}})
-    code, _ = await closed_within(ws, 2 + CHECK + SLACK)
-    assert code == 4403
+    assert await closed_within(ws, 2 + CHECK + SLACK) == 4403
     assert await viewer_status(tuned_server, token) == 401
 
 
@@ -90,8 +88,7 @@ async def test_other_tokens_sockets_stay_open(tuned_server: TunedServer, world: 
     revoked = await create_token(tuned_server.db, world.roles["requester"])
     gone = await WSClient.open(tuned_server.url, revoked, PROTOCOLS[0])
     await revoke_token(tuned_server.db, await token_id(tuned_server, revoked))
-    code, _ = await closed_within(gone, CHECK + SLACK)
-    assert code == 4403
+    assert await closed_within(gone, CHECK + SLACK) == 4403
     await kept.subscribe(
         "subscription($id: ID!) { taskUpdated(id: $id) { state } }", {"id": "nope"}
     )
@@ -108,7 +105,13 @@ async def test_a_revoked_socket_runs_no_more_operations(
     token = await create_token(tuned_server.db, world.roles["requester"])
     ws = await WSClient.open(tuned_server.url, token, protocol)
     await revoke_token(tuned_server.db, await token_id(tuned_server, token))
-    await asyncio.sleep(CHECK + 0.2)  # past the cache's period: the next check refuses it
+
+    # Until the server's token cache has let go of it (HTTP shares that cache): from then on
+    # the socket's next operation is refused, if the sweep has not closed it already.
+    async def refused() -> bool:
+        return await viewer_status(tuned_server, token) == 401
+
+    await until_async(refused, CHECK + SLACK, "HTTP refuses the revoked token")
 
     task_id = f"revoked-{world.tag}"
     mutation = """mutation($input: HandOffInput!) { handOff(input: $input) { __typename } }"""
@@ -121,7 +124,6 @@ async def test_a_revoked_socket_runs_no_more_operations(
     }
     with contextlib.suppress(ConnectionClosed):  # closed by the sweep already, or now
         await ws.subscribe(mutation, {"input": task_input})
-    code, _ = await closed_within(ws, SLACK)
-    assert code == 4403
+    assert await closed_within(ws, SLACK) == 4403
     exists = await tuned_server.db.fetchval("SELECT count(*) FROM tasks WHERE id = $1", task_id)
     assert exists == 0

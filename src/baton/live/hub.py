@@ -8,6 +8,10 @@ committed event.
 
 A subscriber with a cursor replays from the log first and then takes live events, skipping any
 id it has already sent; one that falls too far behind is switched back to reading the log.
+
+What one subscriber holds is bounded in bytes as well as in events (sizes are the events' JSON
+encoding), so a consumer that stops reading pins little: its live queue falls back to the log
+past `QUEUE_BYTES`, and a replay reads the log in batches of about `REPLAY_BYTES`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+import orjson
 from broadcaster import Broadcast
 
 from baton.access.principals import Principal
@@ -29,8 +34,11 @@ from baton.store.sql import Params
 
 log = logging.getLogger("baton.live")
 
-BATCH = 500
-QUEUE_LIMIT = 10_000
+BATCH = 500  # events one read of the log returns at most
+QUEUE_LIMIT = 10_000  # events waiting for one live subscriber
+QUEUE_BYTES = 4 * 1024 * 1024  # and their size (the events are shared by every subscriber)
+REPLAY_BYTES = 256 * 1024  # about the size of one replay batch, read for one subscriber alone
+FIRST_REPLAY = 16  # events in a replay's first batch, before their size is known
 STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's disconnect
 
 
@@ -82,21 +90,58 @@ class EventLog(Generic[E]):
         sql = f"{self.select} WHERE e.id > $1 AND ({where}) ORDER BY e.id LIMIT $2"
         return [self.parse(r) for r in await conn.fetch(sql, cursor, limit, *params)]
 
+    async def ids_after(
+        self,
+        conn: Connection,
+        cursor: int,
+        limit: int,
+        where: str = "TRUE",
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        """The ids `after` would return: finding matching events costs the same whatever
+        their size, and holding their ids costs nothing."""
+        sql = (
+            f"SELECT q.event_id FROM ({self.select} WHERE e.id > $1 AND ({where}) "
+            "ORDER BY e.id LIMIT $2) q ORDER BY q.event_id"
+        )
+        return [r[0] for r in await conn.fetch(sql, cursor, limit, *params)]
+
+    async def by_ids(self, conn: Connection, ids: Sequence[int]) -> list[E]:
+        """The events with these ids, in id order."""
+        sql = f"{self.select} WHERE e.id = ANY($1::bigint[]) ORDER BY e.id"
+        return [self.parse(r) for r in await conn.fetch(sql, list(ids))]
+
+
+def size_of(event: object) -> int:
+    """An event's size as JSON: what it weighs against the bounds on what is held for one
+    subscriber (a fair measure of the memory its strings and lists take)."""
+    return len(orjson.dumps(event, default=str))
+
 
 @dataclass(eq=False)
 class Subscriber(Generic[E]):
-    queue: asyncio.Queue[E] = field(default_factory=lambda: asyncio.Queue(maxsize=QUEUE_LIMIT))
+    queue: asyncio.Queue[tuple[E, int]] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=QUEUE_LIMIT)
+    )
+    queued_bytes: int = 0
     overflowed: bool = False
 
-    def offer(self, event: E) -> None:
+    def offer(self, event: E, size: int) -> None:
         if self.overflowed:
             return
-        try:
-            self.queue.put_nowait(event)
-        except asyncio.QueueFull:
+        if self.queue.full() or self.queued_bytes + size > QUEUE_BYTES:
             # Too slow to keep up: drop the backlog; the stream re-reads the log from its cursor.
             self.overflowed = True
             self.queue = asyncio.Queue(maxsize=QUEUE_LIMIT)
+            self.queued_bytes = 0
+            return
+        self.queue.put_nowait((event, size))
+        self.queued_bytes += size
+
+    async def take(self) -> E:
+        event, size = await self.queue.get()
+        self.queued_bytes -= size
+        return event
 
 
 class EventHub(Generic[E]):
@@ -214,8 +259,9 @@ class EventHub(Generic[E]):
                 return
             subscribers = list(self._subscribers)
             for event in events:
+                size = size_of(event)
                 for subscriber in subscribers:
-                    subscriber.offer(event)
+                    subscriber.offer(event, size)
             self.position = events[-1].id
             if len(events) < BATCH:
                 return
@@ -277,22 +323,41 @@ class EventHub(Generic[E]):
                 if replaying or subscriber.overflowed:
                     subscriber.overflowed = False
                     replaying = False
-                    while True:
-                        backlog = await self.read_after(
-                            cursor, BATCH, principal=principal, where=where
-                        )
-                        for event in backlog:
-                            cursor = event.id
-                            yield self._sent(event)
-                        if len(backlog) < BATCH:
-                            break
+                    async for event in self._replay(cursor, principal, where):
+                        cursor = event.id
+                        yield self._sent(event)
                     continue
-                event = await subscriber.queue.get()
+                event = await subscriber.take()
                 if event.id <= cursor:
                     continue
                 cursor = event.id
                 if where.matches(event, principal):
                     yield self._sent(event)
+
+    async def _replay(
+        self, cursor: int, principal: Principal, where: Filter[E]
+    ) -> AsyncIterator[E]:
+        """Matching events after `cursor` from the log, holding about `REPLAY_BYTES` of them
+        at a time: the ids of a batch first, then the events in chunks sized by what the
+        previous chunk weighed."""
+        chunk = FIRST_REPLAY
+        while True:
+            async with self.db.connection() as conn:
+                p = Params(start=2)  # $1 and $2 are the cursor and the limit
+                condition = where.where(principal, p)
+                ids = await self.log.ids_after(conn, cursor, BATCH, condition, p.values)
+            start = 0
+            while start < len(ids):
+                async with self.db.connection() as conn:
+                    events = await self.log.by_ids(conn, ids[start : start + chunk])
+                start += chunk
+                size = sum(size_of(event) for event in events)
+                chunk = max(1, min(BATCH, REPLAY_BYTES * len(events) // max(size, 1)))
+                for event in events:
+                    yield event
+            if len(ids) < BATCH:
+                return
+            cursor = ids[-1]
 
     @staticmethod
     def _sent(event: E) -> E:

@@ -3,14 +3,35 @@
 One coroutine per socket reads messages; each operation runs as its own task. The token comes
 in `connection_init` (`{"authorization": "Bearer …"}`); until the connection is acknowledged
 nothing runs, and a socket that sends no `connection_init` within the init timeout is closed
-(4408, both subprotocols). Once acknowledged, a socket's token is re-checked every
+(4408, both subprotocols). At most `max_unauthenticated` sockets per process wait to be
+acknowledged; when a newcomer finds them all taken, the oldest that has not sent
+`connection_init` is closed (1013) to make room, so idle sockets cannot lock out clients that
+log in. One token holds at most `max_per_token` acknowledged sockets per process; past it
+`connection_init` is refused with 1008. Once acknowledged, a socket's token is re-checked every
 `token_check` seconds by one sweep per process, which asks the database about every open
 socket's token in one query and closes those whose token was revoked or has expired with 4403;
 each new operation also checks the token (through the short-lived cache). While the database is
 unavailable a `connection_init` is answered by closing with 1013 (try again later).
+
 Each event of a subscription goes out as one text frame; the engine shares one execution (and
 one encoded payload) among subscribers of the same document, variables and principal, so here
-a frame is that payload with the operation's id put in front.
+a frame is that payload with the operation's id put in front. An operation whose result is
+being sent waits until the connection takes it (the peer's pace sets the stream's). What waits
+for one socket's peer (messages being sent and the connection's write buffer) is capped at
+`max_queued_bytes`, and a peer may take none of it for at most `send_timeout` seconds: past
+either the socket is closed with 1008 (policy violation). One message larger than the cap
+still goes out when nothing else waits.
+
+An error in a subscription's source (the task is not visible, the cursor is not one, the
+stream fails) ends that operation with an `error` message carrying its errors, as
+graphql-transport-ws specifies; the legacy protocol's `error` carries the first. Errors in one
+event's fields arrive in that event's `next` beside its data, and the stream goes on.
+
+Closing never waits on the peer. Whoever closes a socket (the read loop, the token sweep, the
+caps) cancels its operations first, then sends the close frame from a task of its own with a
+deadline of `close_timeout` seconds; a peer that takes nothing gets its TCP connection reset
+then, and one that took the frame but does not answer it, `close_timeout` seconds later. So
+each socket closes on its own time: one stuck peer delays no other close, nor the sweep.
 """
 
 from __future__ import annotations
@@ -18,9 +39,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from socket import SO_LINGER, SOL_SOCKET
+from typing import Any, Protocol, cast
 
 import orjson
 from graphql import OperationType
@@ -44,6 +68,10 @@ class SocketLimits:
     keep_alive: float = 15.0  # seconds between legacy `ka` messages
     max_unauthenticated: int = 1000  # sockets per process not yet acknowledged
     token_check: float = 5.0  # seconds between re-checks of open sockets' tokens
+    max_queued_bytes: int = 4 * 1024 * 1024  # output waiting for one socket's peer
+    send_timeout: float = 30.0  # seconds a peer may take none of the waiting output
+    max_per_token: int = 20  # acknowledged sockets of one token, per process
+    close_timeout: float = 5.0  # seconds a close waits for the peer; then the connection is cut
 
 
 class GraphQLWS:
@@ -58,37 +86,55 @@ class GraphQLWS:
         self.tokens = tokens
         self.context = context
         self.limits = limits
-        self.unauthenticated = 0  # sockets open and not yet acknowledged
+        # Sockets open and not yet acknowledged, oldest first (the cap evicts from the front).
+        self.unacknowledged: dict[_Socket, None] = {}
         self.by_token: dict[str, set[_Socket]] = {}  # acknowledged sockets, by token
         self._sweeper: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
         dialect = choose(list(scope.get("subprotocols") or ()))
+        socket = _Socket(self, dialect or TRANSPORT, receive, send)
         if dialect is None:
             await send({"type": "websocket.accept"})
-            await _close(send, Close.SUBPROTOCOL_NOT_ACCEPTABLE, "Subprotocol not acceptable")
+            socket.terminate(Close.SUBPROTOCOL_NOT_ACCEPTABLE, "Subprotocol not acceptable")
+            await socket.finish()
             return
         await send({"type": "websocket.accept", "subprotocol": dialect.name})
-        if self.unauthenticated >= self.limits.max_unauthenticated:
-            await _close(send, Close.TRY_AGAIN_LATER, "Too many connections waiting to start")
+        if len(self.unacknowledged) >= self.limits.max_unauthenticated and not self._evict():
+            socket.terminate(Close.TRY_AGAIN_LATER, "Too many connections waiting to start")
+            await socket.finish()
             return
-        self.unauthenticated += 1
-        socket = _Socket(self, dialect, receive, send)
+        self.unacknowledged[socket] = None
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name="baton-ws-stall-watch")
         try:
             await socket.run()
         finally:
-            if not socket.acknowledged:
-                self.unauthenticated -= 1
+            self.unacknowledged.pop(socket, None)
             self.forget(socket)
             await socket.stop()
+            await socket.finish()
 
-    # --- token re-checks --------------------------------------------------------------------
+    def _evict(self) -> bool:
+        """Make room for a newcomer by closing the oldest socket that has not even sent
+        `connection_init`: idle sockets cannot lock out clients that log in. False when every
+        waiting socket is already logging in."""
+        for socket in self.unacknowledged:
+            if not socket.init_received:
+                del self.unacknowledged[socket]
+                socket.terminate(Close.TRY_AGAIN_LATER, "Try again later: too many connections")
+                return True
+        return False
+
+    # --- token re-checks and stalled peers -----------------------------------------------
 
     def remember(self, socket: _Socket) -> None:
         assert socket.token is not None
+        self.unacknowledged.pop(socket, None)
         self.by_token.setdefault(socket.token, set()).add(socket)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep(), name="baton-ws-token-sweep")
@@ -104,7 +150,8 @@ class GraphQLWS:
 
     async def _sweep(self) -> None:
         """Every `token_check` seconds while sockets are open: close those whose token stopped
-        working. One query per sweep, however many sockets and tokens."""
+        working. One query per sweep, however many sockets and tokens; closing waits on no
+        peer (each socket closes on its own, within `close_timeout`)."""
         while self.by_token:
             await asyncio.sleep(self.limits.token_check)
             tokens = list(self.by_token)
@@ -125,12 +172,58 @@ class GraphQLWS:
             for token in tokens:
                 if token not in working:
                     for socket in list(self.by_token.pop(token, ())):
-                        await socket.revoke()
+                        socket.revoke()
+
+    async def _watch(self) -> None:
+        """While sockets are open: close those whose peer has taken none of the waiting output
+        for `send_timeout` seconds (it stopped reading; what waits for it is held in memory).
+        Sockets not yet acknowledged too: their read loop may be the one waiting to send."""
+        limit = self.limits.send_timeout
+        while self.by_token or self.unacknowledged:
+            await asyncio.sleep(min(1.0, limit / 4))
+            now = time.monotonic()
+            sockets = [
+                *self.unacknowledged,
+                *(s for group in self.by_token.values() for s in group),
+            ]
+            for socket in sockets:
+                if socket.sending and now - socket.progress_at > limit:
+                    socket.terminate(
+                        Close.POLICY_VIOLATION, f"Too slow: took nothing sent for {limit:g} s"
+                    )
 
 
-async def _close(send: Send, code: int, reason: str) -> None:
-    with contextlib.suppress(Exception):  # the peer may be gone already
-        await send({"type": "websocket.close", "code": code, "reason": reason})
+class _Transport(Protocol):
+    """What Baton uses of the connection under a socket (asyncio's and uvloop's transports)."""
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def get_extra_info(self, name: str) -> Any: ...
+
+    def abort(self) -> None: ...
+
+
+def _transport_of(send: Send) -> _Transport | None:
+    """The connection under `send`, or None. ASGI has no way to cut a connection, but each
+    of uvicorn's WebSocket implementations hands the app a method of its protocol object,
+    whose `transport` is the connection."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    needed = ("get_write_buffer_size", "get_extra_info", "abort")
+    if transport is None or not all(callable(getattr(transport, n, None)) for n in needed):
+        return None
+    return cast(_Transport, transport)
+
+
+def _reason(text: str) -> str:
+    """A close reason as the protocol allows it: at most 123 bytes of UTF-8."""
+    raw = text.encode()
+    return text if len(raw) <= 123 else raw[:123].decode(errors="ignore")
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """Client-controlled text as it may appear in a log line: bounded, and escaped so it
+    can never start a line of its own (newlines, other control characters, quotes)."""
+    return repr(text[:limit] + ("…" if len(text) > limit else ""))
 
 
 class _Closed(Exception):
@@ -143,6 +236,7 @@ class _Socket:
         self.dialect = dialect
         self.receive = receive
         self._send = send
+        self.transport = _transport_of(send)
         self.init_received = False
         self.acknowledged = False
         self.principal: Principal | None = None
@@ -150,9 +244,27 @@ class _Socket:
         self.context: Any = None
         self.operations: dict[str, asyncio.Task[None]] = {}
         self.keep_alive: asyncio.Task[None] | None = None
-        self.closed = False
+        self.closed = False  # nothing more goes out: closing or closed
+        self.closing: asyncio.Task[None] | None = None
+        self.pending = 0  # bytes of messages being sent, not yet in the transport's buffer
+        self.sending = 0  # messages being sent
+        self.progress_at = 0.0  # when a send last completed (or the first waiting one began)
+        self._reader: asyncio.Task[Any] | None = None  # the task in `run`, while it reads
+        self._abandoned = False  # `run` was cancelled: the connection could not be cut
 
     async def run(self) -> None:
+        self._reader = asyncio.current_task()
+        try:
+            await self._read()
+        except asyncio.CancelledError:
+            if not self._abandoned:
+                raise
+            assert self._reader is not None
+            self._reader.uncancel()
+        finally:
+            self._reader = None
+
+    async def _read(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.server.limits.init_timeout
         while True:
@@ -162,7 +274,7 @@ class _Socket:
                 else:
                     message = await asyncio.wait_for(self.receive(), deadline - loop.time())
             except TimeoutError:
-                await self.close(Close.INIT_TIMEOUT, "Connection initialisation timeout")
+                self.terminate(Close.INIT_TIMEOUT, "Connection initialisation timeout")
                 return
             if message["type"] == "websocket.disconnect":
                 self.closed = True
@@ -182,28 +294,87 @@ class _Socket:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    async def finish(self) -> None:
+        """Wait for a close this side began (it ends within `close_timeout`)."""
+        if self.closing is not None:
+            await self.closing
+
     async def close(self, code: int, reason: str) -> None:
-        if not self.closed:
-            self.closed = True
-            await _close(self._send, code, reason)
+        """Close from the read loop, and stop reading."""
+        self.terminate(code, reason)
         raise _Closed
 
-    async def revoke(self) -> None:
-        """Close from outside the read loop: the token stopped working."""
+    def terminate(self, code: int, reason: str) -> None:
+        """Close the socket without waiting for anything: its operations are cancelled now,
+        and the close frame goes out in a task of its own, which cuts the connection when the
+        peer does not take it within `close_timeout`."""
         if self.closed:
             return
         self.closed = True
+        self.server.forget(self)
         for task in self.operations.values():
             task.cancel()
-        await _close(self._send, Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
+        if self.keep_alive is not None:
+            self.keep_alive.cancel()
+        self.closing = asyncio.create_task(self._close(code, _reason(reason)))
+
+    async def _close(self, code: int, reason: str) -> None:
+        limit = self.server.limits.close_timeout
+        try:
+            async with asyncio.timeout(limit):
+                await self._send({"type": "websocket.close", "code": code, "reason": reason})
+        except TimeoutError:  # the peer takes nothing: not even room for the close frame
+            self.abort()
+            return
+        except Exception:  # the peer is gone already
+            return
+        # The peer has `limit` seconds to take the close frame and answer; the connection
+        # is cut then if it is still there (a no-op once it is gone).
+        asyncio.get_running_loop().call_later(limit, self.abort)
+
+    def abort(self) -> None:
+        """End the connection now, discarding what the peer has not taken (a TCP reset: a
+        plain close would wait until it reads everything sent before)."""
+        transport = self.transport
+        if transport is None:
+            # Nothing to cut: stop reading instead, so the app returns and the server closes.
+            if self._reader is not None and not self._abandoned:
+                self._abandoned = True
+                self._reader.cancel()
+            return
+        sock = transport.get_extra_info("socket")
+        with contextlib.suppress(OSError, AttributeError):
+            if sock is not None and sock.fileno() >= 0:  # -1 once the connection is closed
+                sock.setsockopt(SOL_SOCKET, SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+
+    def revoke(self) -> None:
+        """Close from outside the read loop: the token stopped working."""
+        self.terminate(Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
 
     async def send(self, text: str) -> None:
         if self.closed:
             return
+        size = len(text) if text.isascii() else len(text.encode())
+        waiting = self.pending + (self.transport.get_write_buffer_size() if self.transport else 0)
+        cap = self.server.limits.max_queued_bytes
+        # One message goes out whatever its size when nothing else waits for the peer.
+        if waiting and waiting + size > cap:
+            self.terminate(Close.POLICY_VIOLATION, f"Too slow: over {cap} bytes waiting to go")
+            return
+        if not self.sending:
+            self.progress_at = time.monotonic()
+        self.pending += size
+        self.sending += 1
         try:
             await self._send({"type": "websocket.send", "text": text})
         except Exception:  # the peer went away; the read loop sees the disconnect
             self.closed = True
+        else:
+            self.progress_at = time.monotonic()
+        finally:
+            self.pending -= size
+            self.sending -= 1
 
     async def send_json(self, message: dict[str, Any]) -> None:
         await self.send(orjson.dumps(message).decode())
@@ -211,6 +382,8 @@ class _Socket:
     # --- messages ---------------------------------------------------------------------
 
     async def handle(self, message: Message) -> None:
+        if self.closed:  # closed from outside the read loop; what is still queued is dropped
+            raise _Closed
         text = message.get("text")
         if text is None:
             await self.close(Close.INVALID_MESSAGE, "Messages must be text (JSON)")
@@ -253,21 +426,34 @@ class _Socket:
         except Unavailable:
             await self.close(Close.TRY_AGAIN_LATER, "Try again later: database unavailable")
             return
+        if self.closed:  # closed while the token was looked up (a cap, a stalled peer)
+            raise _Closed
         if principal is None:
-            if self.dialect.refuse_with_message:
-                message = {"message": "a valid bearer token is required"}
-                await self.send_json({"type": "connection_error", "payload": message})
-            await self.close(Close.FORBIDDEN, "Forbidden")
+            await self.refuse("a valid bearer token is required", Close.FORBIDDEN, "Forbidden")
+            return
+        assert token is not None
+        most = self.server.limits.max_per_token
+        if len(self.server.by_token.get(token, ())) >= most:
+            await self.refuse(
+                f"at most {most} WebSockets per token",
+                Close.POLICY_VIOLATION,
+                f"Too many WebSockets for this token (at most {most})",
+            )
             return
         self.principal = principal
         self.token = token
         self.context = self.server.context(principal)
         self.acknowledged = True
-        self.server.unauthenticated -= 1
         self.server.remember(self)
         await self.send_json({"type": "connection_ack"})
         if self.dialect.keep_alive is not None:
             self.keep_alive = asyncio.create_task(self._keep_alive(self.dialect.keep_alive))
+
+    async def refuse(self, message: str, code: int, reason: str) -> None:
+        """Refuse a `connection_init` (the legacy protocol says why in a message first)."""
+        if self.dialect.refuse_with_message:
+            await self.send_json({"type": "connection_error", "payload": {"message": message}})
+        await self.close(code, reason)
 
     async def _keep_alive(self, kind: str) -> None:
         frame = orjson.dumps({"type": kind}).decode()
@@ -289,6 +475,8 @@ class _Socket:
             revoked = await self.server.tokens.grant(self.token) is None
         except Unavailable:
             revoked = False  # checked again by the sweep; the operation answers `unavailable`
+        if self.closed:  # closed while the token was checked
+            raise _Closed
         if revoked:
             self.server.forget(self)
             await self.close(Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
@@ -313,7 +501,7 @@ class _Socket:
 
     async def _error(self, op_id: str, errors: list[dict[str, Any]]) -> None:
         # The legacy protocol's `error` carries one error; the current one a list.
-        payload: Any = errors if self.dialect is TRANSPORT else errors[0]
+        payload: Any = errors if self.dialect is TRANSPORT else (errors or [{}])[0]
         await self.send_json({"id": op_id, "type": "error", "payload": payload})
 
     async def _run(self, op_id: str, request: Request) -> None:
@@ -321,11 +509,14 @@ class _Socket:
         try:
             if await engine.operation_type(request) is OperationType.SUBSCRIPTION:
                 stream = await engine.subscribe(request, self.context, sharing=self.principal)
-                if isinstance(stream, Outcome):
-                    await self._single(op_id, stream)
+                if isinstance(stream, Outcome):  # refused, or its source could not start
+                    await self._error(op_id, stream.errors)
                     return
                 try:
                     async for outcome in stream:
+                        if outcome.final_error:
+                            await self._error(op_id, outcome.errors)
+                            return
                         await self._next(op_id, outcome)
                 finally:
                     await stream.aclose()
@@ -336,7 +527,7 @@ class _Socket:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("operation %s failed on a WebSocket", op_id[:80])
+            log.exception("operation %s failed on a WebSocket", shown(op_id))
             errors = [{"message": "Internal server error.", "extensions": {"code": "internal"}}]
             await self._error(op_id, errors)
         finally:

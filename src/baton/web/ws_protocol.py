@@ -18,6 +18,7 @@ SUBPROTOCOLS = (TRANSPORT_WS, LEGACY_WS)
 
 class Close(IntEnum):
     NORMAL = 1000
+    POLICY_VIOLATION = 1008  # too many sockets for one token; a peer too slow to read
     TOO_BIG = 1009  # sent by the WebSocket layer itself for an oversized message
     TRY_AGAIN_LATER = 1013
     INVALID_MESSAGE = 4400
