@@ -6,6 +6,7 @@ import asyncio
 import gc
 import tracemalloc
 from collections.abc import AsyncGenerator
+from functools import partial
 
 import strawberry
 
@@ -89,3 +90,23 @@ async def test_subscribers_of_one_document_share_each_events_execution() -> None
 
 async def _all(stream: AsyncGenerator[Outcome, None]) -> list[Outcome]:
     return [outcome async for outcome in stream]
+
+
+async def test_shared_executions_are_bounded_by_the_bytes_their_outcomes_hold() -> None:
+    from baton.engine.sharing import SharedOutcomes
+
+    shared: SharedOutcomes[bytes] = SharedOutcomes(max_bytes=10_000, size=len)
+
+    async def big(n: int) -> bytes:
+        return bytes(3_000) + str(n).encode()
+
+    for n in range(20):
+        await shared.get(("event", n), partial(big, n))
+    assert shared.bytes <= 10_000 and len(shared) == 3  # the newest three of ~3 KB
+    # one outcome over the bound by itself is still shared while it is the only one
+    await shared.get(("huge", 0), partial(_value, bytes(50_000)))
+    assert len(shared) == 1
+
+
+async def _value(value: bytes) -> bytes:
+    return value

@@ -116,7 +116,10 @@ class Engine:
         self.schema = schema
         self.limits = limits
         self.documents = DocumentCache(schema._schema, limits)
-        self.shared: SharedOutcomes[Outcome] = SharedOutcomes()
+        # An outcome holds its payload twice once sent (bytes and text).
+        self.shared: SharedOutcomes[Outcome] = SharedOutcomes(
+            size=lambda outcome: 2 * len(outcome.encoded())
+        )
         self.costs = CostModel(schema._schema)
 
     async def operation_type(self, request: Request) -> OperationType | None:

@@ -5,7 +5,8 @@ Subscribers with the same document, variables and principal receive the same eve
 sharing, each would run the same completion and encode the same JSON for every event. The first
 subscriber to reach an event starts its completion as a task of its own (so a subscriber that
 leaves mid-way does not cancel it for the others); the rest await that task. Entries are kept
-in a bounded LRU: a subscriber that falls far behind computes its own answer.
+in an LRU bounded by count and by bytes: a subscriber that falls far behind computes its own
+answer.
 """
 
 from __future__ import annotations
@@ -25,9 +26,21 @@ def share_key(item: Any) -> Hashable | None:
 
 
 class SharedOutcomes(Generic[T]):
-    def __init__(self, max_entries: int = 4096) -> None:
+    """The shared executions, in an LRU bounded by entries and by the bytes their outcomes
+    hold (`size` of each, once it is done): big events make few entries."""
+
+    def __init__(
+        self,
+        max_entries: int = 4096,
+        max_bytes: int = 64 * 1024 * 1024,
+        size: Callable[[T], int] = lambda _: 0,
+    ) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.size = size
+        self.bytes = 0
         self._entries: OrderedDict[Hashable, asyncio.Task[T]] = OrderedDict()
+        self._sizes: dict[Hashable, int] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -37,6 +50,17 @@ class SharedOutcomes(Generic[T]):
         if task is None:
             task = asyncio.ensure_future(compute())
             self._entries[key] = task
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-        return await asyncio.shield(task)
+            self._evict()
+        result = await asyncio.shield(task)
+        if key not in self._sizes and self._entries.get(key) is task:
+            self._sizes[key] = size = self.size(result)
+            self.bytes += size
+            self._evict()
+        return result
+
+    def _evict(self) -> None:
+        while len(self._entries) > self.max_entries or (
+            self.bytes > self.max_bytes and len(self._entries) > 1
+        ):
+            key, _ = self._entries.popitem(last=False)
+            self.bytes -= self._sizes.pop(key, 0)
