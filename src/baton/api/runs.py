@@ -12,7 +12,8 @@ from strawberry.types import Info
 
 from baton.api.context import Context
 from baton.api.enums import RunEventKind
-from baton.api.types import PageInfo, Task, check_page_size, parse_event_cursor
+from baton.api.types import MAX_PAGE, PageInfo, Task, check_page_size, parse_event_cursor
+from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.store.records import RunEventRecord, RunRecord
@@ -171,7 +172,8 @@ class Run:
         return (await tasks_of(info.context, [self]))[0]
 
     @strawberry.field(
-        description="This run's events, oldest first.", metadata=batched(run_events_of)
+        description="This run's events, oldest first.",
+        metadata={**batched(run_events_of), **list_size(MAX_PAGE, "first", 50)},
     )
     async def events(
         self, info: Info[Context, None], first: int = 50, after: str | None = None
