@@ -22,6 +22,7 @@ from playwright.async_api import Browser, Page, async_playwright
 from baton.access.principals import Principal, PrincipalKind
 from tests.conftest import LiveServer
 from tests.live.client import HTTPClient
+from tests.tools import missing
 
 ARTIFACTS = (
     Path(os.environ.get("BATON_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
@@ -36,11 +37,7 @@ def have_chromium() -> bool:
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
     if not have_chromium():
-        if os.environ.get("CI"):
-            pytest.fail(
-                f"no Chromium at {CHROMIUM}: .ci/run installs it (apt-get install chromium)"
-            )
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        missing("chromium", f"apt-get install chromium, or BATON_CHROMIUM; looked at {CHROMIUM}")
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True
