@@ -33,6 +33,13 @@ async def expiry(service: RunService, run_id: str) -> datetime:
     return (await service.leases([run_id]))[run_id][1]
 
 
+async def lease_end(db: Database, seconds: float) -> datetime:
+    """When a lease of `seconds` taken before this call ends at the latest, by the rule (not
+    by what the lease row says), on the database's clock."""
+    end: datetime = await db.fetchval("SELECT now() + make_interval(secs => $1)", seconds)
+    return end
+
+
 async def test_twenty_daemons_draining_a_queue_of_a_hundred_claim_each_run_once(
     db: Database,
 ) -> None:
@@ -82,17 +89,18 @@ async def test_a_daemon_that_stops_heartbeating_loses_its_run_and_another_claims
     run = await runs.new()
     first, second = agent(f"o{runs.tag}/first"), agent(f"o{runs.tag}/second")
     claimed = (await service.claim(first, project=runs.project)).run
+    first_end = await lease_end(db, 1.5)
+    assert await expiry(service, run.id) <= first_end  # the lease is as long as asked, no more
     claimed = await runs.event(
         claimed, RunEvent.CHECKPOINT_REACHED, by=first, checkpoint=RunCheckpoint.plans_complete
     )
-    # Heartbeats well inside the lease keep it, past the moment the first lease would end.
-    first_expiry = await expiry(service, run.id)
-    while await db.fetchval("SELECT now() <= $1", first_expiry):
+    # Heartbeats well inside the lease keep it, past the moment the first lease ended.
+    while await db.fetchval("SELECT now() <= $1", first_end):
         await asyncio.sleep(0.5)
         await service.heartbeat(first, run.id)
         await service.sweep()
         assert (await service.get(ADMIN, run.id)).status is RunStatus.in_progress
-    await until_past(db, [await expiry(service, run.id)])  # silence: the lease runs out
+    await until_past(db, [await lease_end(db, 1.5)])  # silence: the lease runs out
     await service.sweep()  # (sweeping is global: other runs may move too)
     lost = await service.get(ADMIN, run.id)
     assert (lost.status, lost.phase, lost.checkpoint) == (
@@ -120,7 +128,7 @@ async def test_concurrent_sweepers_record_one_host_offline_per_run(db: Database)
     for _ in range(10):
         await runs.new()
         ids.append((await service.claim(runs.daemon, project=runs.project)).run.id)
-    await until_past(db, [e for _, e in (await service.leases(ids)).values()])
+    await until_past(db, [await lease_end(db, 0.1)])
     sweepers = [RunService(db, lease_seconds=0.1) for _ in range(4)]
     await asyncio.gather(*(s.sweep() for s in sweepers))
     # Sweeping is global: a `baton serve` of another test on this database may sweep some of
@@ -152,7 +160,7 @@ async def test_an_event_that_leaves_in_progress_drops_the_lease(db: Database) ->
     runs = Runs(service)
     await runs.new()
     run = (await service.claim(runs.daemon, project=runs.project)).run
-    ended = await expiry(service, run.id)
+    ended = await lease_end(db, 0.1)
     asked = await runs.event(run, RunEvent.PLAN_NEEDS_INPUT)
     assert await service.leases([run.id]) == {}
     await until_past(db, [ended])  # when the dropped lease would have run out
