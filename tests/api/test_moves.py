@@ -462,7 +462,24 @@ async def test_the_assignee_replaces_the_latest_checkpoint_while_it_holds_the_ta
     assert [e["kind"] for e in event_nodes(after)[-2:]] == ["checkpoint_saved"] * 2
 
 
-@pytest.mark.parametrize("state", [S.routed, S.completed], ids=lambda s: s.value)
+# API.md §3: a checkpoint is saved "while the task is accepted, working or waiting";
+# elsewhere InvalidStateError. Every other state, written out here rather than read from code.
+OUTSIDE_THE_HOLD = [
+    S.requested,
+    S.routed,
+    S.verifying,
+    S.approval,
+    S.completed,
+    S.rejected,
+    S.cancelled,
+]
+
+
+def test_the_states_outside_the_hold_are_all_but_accepted_working_and_waiting() -> None:
+    assert set(OUTSIDE_THE_HOLD) == set(TaskState) - {S.accepted, S.working, S.waiting}
+
+
+@pytest.mark.parametrize("state", OUTSIDE_THE_HOLD, ids=lambda s: s.value)
 async def test_a_checkpoint_outside_the_assignees_hold_is_invalid_state(
     service: TaskService, world: World, state: TaskState
 ) -> None:
