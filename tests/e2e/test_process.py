@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -97,7 +98,9 @@ def postmaster_started(data_dir: Path) -> bool:
 def test_a_stop_during_startup_ends_it_and_leaves_no_postgresql(
     embedded_env: dict[str, str], tmp_path: Path, stage: str
 ) -> None:
-    data_dir = tmp_path / "data"
+    # A fresh data directory, not under pytest's private (0700) temporary root: the embedded
+    # server runs as another system user that must reach it.
+    data_dir = Path(embedded_env["BATON_DATA_DIR"]).parent / f"startup-{secrets.token_hex(4)}"
     env = {**embedded_env, "BATON_DATA_DIR": str(data_dir)}
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
