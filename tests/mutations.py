@@ -213,7 +213,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "src/baton/store/runs.py",
         '    may = "TRUE" if principal.is_admin else f"l.holder = {holder}"',
         '    may = "TRUE"',
-        (_t("tests/store/test_run_queue.py"),),
+        (_t("tests/store/test_run_queue.py", "-k", "holder"),),
     ),
     Mutation(
         "owner-only-run-events",
