@@ -114,8 +114,10 @@ def test_a_stop_during_startup_ends_it_and_leaves_no_postgresql(
     wait_for_line(log, "baton: database:", process)
     if stage == "once PostgreSQL is starting":
         # Its pid file, and a process the oracle below can see (so it would see one left).
+        deadline = time.monotonic() + 60
         while not (postmaster_started(data_dir) and postgres_in(data_dir)):
             assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no PostgreSQL started: {log.read_text()}"
             time.sleep(0.02)
 
     code = stop(process, signal.SIGTERM)
