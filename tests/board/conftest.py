@@ -16,27 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.board import CHROMIUM, CHROMIUM_FLAGS, VIEWPORT
 from playwright.async_api import Browser, Page, async_playwright
 
 from baton.access.principals import Principal, PrincipalKind
 from tests.conftest import LiveServer
 from tests.live.client import HTTPClient
+from tests.tools import missing
 
-CHROMIUM = Path(os.environ.get("BATON_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = (
     Path(os.environ.get("BATON_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
     / "board"
 )
-# Headless on a closed network: no GPU, no QUIC, nothing phoning home.
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def have_chromium() -> bool:
@@ -46,14 +37,10 @@ def have_chromium() -> bool:
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
     if not have_chromium():
-        if os.environ.get("CI"):
-            pytest.fail(
-                f"no Chromium at {CHROMIUM}: .ci/run installs it (apt-get install chromium)"
-            )
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        missing("chromium", f"apt-get install chromium, or BATON_CHROMIUM; looked at {CHROMIUM}")
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=FLAGS, headless=True
+            executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True
         )
         yield browser
         await browser.close()
@@ -62,7 +49,7 @@ async def browser() -> AsyncIterator[Browser]:
 @pytest.fixture
 async def page(browser: Browser) -> AsyncIterator[Page]:
     """A page in a fresh context; fails the test on an uncaught error in the page."""
-    context = await browser.new_context(viewport={"width": 1500, "height": 950})
+    context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

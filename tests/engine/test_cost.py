@@ -144,6 +144,7 @@ async def test_what_a_document_remembers_is_bounded_and_past_the_bound_still_che
         '{ task(id: "x") { dependents(first: 101) { id } } }',
         '{ taskGraph(ids: ["x"], first: 2001) { truncated } }',
         "{ runs(first: 500) { totalCount } }",
+        "{ runs(first: 1) { edges { node { events(first: 101) { edges { cursor } } } } } }",
     ],
 )
 async def test_a_list_argument_out_of_bounds_is_refused_before_anything_runs(
@@ -204,22 +205,100 @@ def _composite_lists() -> list[tuple[str, str]]:
     return found
 
 
-# A connection's edges (and a graph's nodes) take the page size of the field that returned them.
-PAGED = {(t, "edges") for t, _ in []} | {("TaskGraph", "nodes")}
+def _paged(type_name: str, field_name: str) -> bool:
+    """A connection's edges and a graph's nodes: as long as the page of the field that
+    returned their parent (see `test_every_paged_list_takes_a_bounded_page_size`)."""
+    return (field_name == "edges" and type_name.endswith("Connection")) or (
+        (type_name, field_name) == ("TaskGraph", "nodes")
+    )
 
 
-@pytest.mark.parametrize(("type_name", "field_name"), _composite_lists())
-def test_every_list_of_objects_declares_how_long_it_can_be(type_name: str, field_name: str) -> None:
-    if (field_name == "edges" and type_name.endswith("Connection")) or (
-        type_name,
-        field_name,
-    ) in PAGED:
-        return
+def _bound_of(type_name: str, field_name: str) -> object:
     type_ = schema._schema.type_map[type_name]
     assert isinstance(type_, GraphQLObjectType)
     sf = (type_.fields[field_name].extensions or {}).get(DEFINITION)
-    bound = (getattr(sf, "metadata", None) or {}).get(LIST_SIZE)
+    return (getattr(sf, "metadata", None) or {}).get(LIST_SIZE)
+
+
+DECLARED = [(t, f) for t, f in _composite_lists() if not _paged(t, f)]
+PAGED = sorted({t for t, f in _composite_lists() if _paged(t, f)})
+
+
+@pytest.mark.parametrize(("type_name", "field_name"), DECLARED)
+def test_every_list_of_objects_declares_how_long_it_can_be(type_name: str, field_name: str) -> None:
+    bound = _bound_of(type_name, field_name)
     assert isinstance(bound, ListSize), f"{type_name}.{field_name} declares no list size"
+
+
+@pytest.mark.parametrize("type_name", PAGED)
+def test_every_paged_list_takes_a_bounded_page_size(type_name: str) -> None:
+    """Every field that returns a connection (or a graph) declares its page size: `first`,
+    with a default and a maximum, which the lists inside it take as their length."""
+    returning = [
+        (parent.name, name)
+        for parent in schema._schema.type_map.values()
+        if isinstance(parent, GraphQLObjectType) and not parent.name.startswith("__")
+        for name, field in parent.fields.items()
+        if get_named_type(field.type).name == type_name
+    ]
+    assert returning, f"nothing returns {type_name}"
+    for parent, name in returning:
+        bound = _bound_of(parent, name)
+        assert isinstance(bound, ListSize), f"{parent}.{name} declares no page size"
+        assert bound.argument == "first" and bound.default is not None, (parent, name)
+        assert 0 < bound.default <= bound.maximum <= 2000, (parent, name, bound)
+
+
+def test_the_paged_and_declared_lists_are_all_the_lists() -> None:
+    assert len(DECLARED) + sum(1 for t, f in _composite_lists() if _paged(t, f)) == len(
+        _composite_lists()
+    )
+    assert set(PAGED) == {
+        "TaskConnection",
+        "TaskEventConnection",
+        "RunConnection",
+        "RunEventConnection",
+        "TaskGraph",
+    }
+
+
+# Three nested pages of events; `worst_case` counts it by hand, as the module docstring of
+# `baton.engine.cost` defines a cost: every field one, a list's items as often as its page.
+AT_THE_BUDGET = """query($n: Int!, $m: Int!, $l: Int!) { tasks(first: $n) { edges { node {
+    events(first: $m) { edges { node { task {
+      events(first: $l) { edges { node { id } } } } } } } } } } }"""
+
+
+def worst_case(n: int, m: int, lp: int) -> int:
+    inner_node = 1 + 1  # node { id }
+    inner_events = 1 + (1 + lp * inner_node)  # events(first: l) { edges { node } }
+    task = 1 + inner_events  # task { events }
+    middle_node = 1 + task  # node { task }
+    middle_events = 1 + (1 + m * middle_node)  # events(first: m) { edges { node } }
+    outer_node = 1 + middle_events  # node { events }
+    return 1 + (1 + n * outer_node)  # tasks(first: n) { edges { node } }
+
+
+async def test_a_document_costing_exactly_the_budget_runs_and_one_more_is_refused(
+    service: TaskService, world: World
+) -> None:
+    """The budget is inclusive: 50,000 values (the README's Limits table) may be returned."""
+    assert BUDGET == 50_000
+    sizes = {"n": 6, "m": 49, "l": 83}
+    assert worst_case(6, 49, 83) == BUDGET  # 2 + 6 * (3 + 49 * (4 + 2 * 83))
+    await world.hand_off()
+    requester = world.roles["requester"]
+    at_budget = await execute_raw(service, requester, AT_THE_BUDGET, sizes)
+    assert at_budget.errors == [] and at_budget.data is not None, at_budget.errors
+    assert len(at_budget.data["tasks"]["edges"]) == 1
+
+    # One field more (a `__typename` beside `tasks`) costs one value more.
+    one_more = AT_THE_BUDGET.replace("{ tasks(", "{ __typename tasks(", 1)
+    with counting_statements() as statements:
+        response = await execute_raw(service, requester, one_more, sizes)
+    error = refused_for_cost(response)
+    assert error["extensions"]["estimate"] == BUDGET + 1
+    assert statements() == 0
 
 
 async def test_at_run_time_a_request_may_load_only_so_many_rows(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from sqlalchemy import text
@@ -15,7 +14,7 @@ from tests.live.client import TASK_EVENTS, HTTPClient, WSClient, hand_off_via, m
 from tests.live.conftest import OpenHTTP, OpenWS
 
 WRITERS = 8
-SECONDS = 3.0
+TASKS_EACH = 3
 CYCLE = [
     ("acceptTask", ""),
     ("startTask", ""),
@@ -24,22 +23,31 @@ CYCLE = [
     ("pauseTask", ", waitingOn: agent"),
     ("resumeTask", ""),
 ]
+# A hand-off writes two events (created, routed by the gate), then one per move of the cycle.
+EVENTS = WRITERS * TASKS_EACH * (2 + len(CYCLE))
 
 
-async def writer(client: HTTPClient, world: World, deadline: float) -> int:
-    """Hand off tasks and move them until the deadline; returns how many moves committed."""
+async def writer(client: HTTPClient, world: World) -> int:
+    """Hand off `TASKS_EACH` tasks and move each through the cycle; how many events committed."""
     committed = 0
-    while time.monotonic() < deadline:
+    for _ in range(TASKS_EACH):
         answer = await hand_off_via(client, world.project, world.requester, world.assignee)
         task_id = answer["task"]["id"]
         committed += len(answer["events"])
         for name, extra in CYCLE:
-            if time.monotonic() >= deadline:
-                break
             result = (await client(move_mutation(name, extra), id=task_id))[name]
             assert result["__typename"] == "MoveSuccess", result
             committed += 1
     return committed
+
+
+async def until_committed(engine: AsyncEngine, project: str, after: int, count: int) -> None:
+    """Until at least `count` of the project's events after `after` have committed."""
+    for _ in range(600):
+        if len(await committed_ids(engine, project, after)) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"fewer than {count} events committed")
 
 
 async def committed_ids(engine: AsyncEngine, project: str, after: int) -> list[int]:
@@ -71,26 +79,22 @@ async def test_every_subscriber_sees_every_committed_event_once_in_cursor_order(
     await early.subscribe(TASK_EVENTS, variables)
 
     clients = [await http_for(world.roles["admin"]) for _ in range(WRITERS)]
-    deadline = time.monotonic() + SECONDS
-    writing = asyncio.gather(*(writer(c, world, deadline) for c in clients))
+    writing = asyncio.gather(*(writer(c, world) for c in clients))
     # Two more join while the writers run: they replay from the cursor, then go live.
-    await asyncio.sleep(SECONDS / 3)
+    await until_committed(engine, world.project, start, EVENTS // 3)
     middle = await ws_for(world.roles["requester"], "graphql-ws")
     await middle.subscribe(TASK_EVENTS, variables)
-    await asyncio.sleep(SECONDS / 3)
+    await until_committed(engine, world.project, start, 2 * EVENTS // 3)
     late = await ws_for(world.roles["admin"], "graphql-transport-ws")
     await late.subscribe(TASK_EVENTS, variables)
     total = sum(await writing)
 
     expected = await committed_ids(engine, world.project, start)
-    assert len(expected) == total > WRITERS * 5
+    assert len(expected) == total == EVENTS
     for ws in (early, middle, late):
         received = [int(e["id"]) for e in await drain(ws, len(expected))]
         assert received == expected
-    # Nothing more arrives: no duplicates trailing behind.
+    # Nothing more arrives before the next event: no duplicates trailing behind.
+    sentinel = await hand_off_via(clients[0], world.project, world.requester, world.assignee)
     for ws in (early, middle, late):
-        try:
-            extra = await ws.next(wait=0.5)
-        except TimeoutError:
-            extra = None
-        assert extra is None
+        assert (await ws.next())["taskEvents"]["id"] == sentinel["events"][0]["id"]  # type: ignore[index]

@@ -223,12 +223,15 @@ async def test_two_processes_sweeping_record_one_host_offline_per_run_and_anothe
     ids = [(await person.create(names["project"]))["run"]["id"] for _ in range(5)]
     for _ in ids:
         await first.claim(names["project"])
-    await asyncio.sleep(3)  # no heartbeats: every lease runs out; both processes sweep
-    listing = await person.http(
-        """query($p: String!) { runs(filter: {project: $p}) { edges { node { id status
-             events { edges { node { event actor } } } } } } }""",
-        p=names["project"],
-    )
+    # No heartbeats: every lease runs out and both processes sweep. Wait for that to show.
+    query = """query($p: String!) { runs(filter: {project: $p}) { edges { node { id status
+             events { edges { node { event actor } } } } } } }"""
+    for _ in range(300):
+        listing = await person.http(query, p=names["project"])
+        if all(e["node"]["status"] == "waiting_for_agent" for e in listing["runs"]["edges"]):
+            break
+        await asyncio.sleep(0.1)
+    assert len(listing["runs"]["edges"]) == len(ids)
     for edge in listing["runs"]["edges"]:
         node = edge["node"]
         assert node["status"] == "waiting_for_agent", node

@@ -28,6 +28,7 @@ from tests.live.cluster import (
     restart_embedded_postgres,
     stop_embedded_postgres,
 )
+from tests.tools import missing
 
 # Long enough that delivery within a test can only come from a broadcast wake-up.
 NO_POLLING = {"BATON_POLL_SECONDS": "120"}
@@ -56,7 +57,7 @@ async def own_database(pg_dir: Path) -> AsyncIterator[tuple[str, AsyncEngine]]:
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisProcess]:
     if REDIS_SERVER is None:
-        pytest.skip("no redis-server binary on this machine")
+        missing("redis-server", "apt-get install redis-server")
     process = RedisProcess(tmp_path)
     process.start()
     yield process

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
 
 import pytest
 
@@ -14,6 +16,28 @@ from baton.services.runs import RunService
 from baton.store.db import Database
 from tests.helpers import agent
 from tests.runs_helpers import Runs
+
+
+async def until_past(db: Database, moments: Iterable[datetime]) -> None:
+    """Until the database's clock, the one leases are compared with, is past every moment."""
+    latest = max(moments)
+    for _ in range(100):
+        left = float(await db.fetchval("SELECT extract(epoch FROM $1 - now())", latest))
+        if left < 0:
+            return
+        await asyncio.sleep(left + 0.01)
+    raise AssertionError(f"the database's clock never passed {latest}")
+
+
+async def expiry(service: RunService, run_id: str) -> datetime:
+    return (await service.leases([run_id]))[run_id][1]
+
+
+async def lease_end(db: Database, seconds: float) -> datetime:
+    """When a lease of `seconds` taken before this call ends at the latest, by the rule (not
+    by what the lease row says), on the database's clock."""
+    end: datetime = await db.fetchval("SELECT now() + make_interval(secs => $1)", seconds)
+    return end
 
 
 async def test_twenty_daemons_draining_a_queue_of_a_hundred_claim_each_run_once(
@@ -65,15 +89,18 @@ async def test_a_daemon_that_stops_heartbeating_loses_its_run_and_another_claims
     run = await runs.new()
     first, second = agent(f"o{runs.tag}/first"), agent(f"o{runs.tag}/second")
     claimed = (await service.claim(first, project=runs.project)).run
+    first_end = await lease_end(db, 1.5)
+    assert await expiry(service, run.id) <= first_end  # the lease is as long as asked, no more
     claimed = await runs.event(
         claimed, RunEvent.CHECKPOINT_REACHED, by=first, checkpoint=RunCheckpoint.plans_complete
     )
-    for _ in range(4):  # heartbeats well inside the lease keep it
+    # Heartbeats well inside the lease keep it, past the moment the first lease ended.
+    while await db.fetchval("SELECT now() <= $1", first_end):
         await asyncio.sleep(0.5)
         await service.heartbeat(first, run.id)
         await service.sweep()
         assert (await service.get(ADMIN, run.id)).status is RunStatus.in_progress
-    await asyncio.sleep(2.0)  # silence: the lease runs out
+    await until_past(db, [await lease_end(db, 1.5)])  # silence: the lease runs out
     await service.sweep()  # (sweeping is global: other runs may move too)
     lost = await service.get(ADMIN, run.id)
     assert (lost.status, lost.phase, lost.checkpoint) == (
@@ -101,7 +128,7 @@ async def test_concurrent_sweepers_record_one_host_offline_per_run(db: Database)
     for _ in range(10):
         await runs.new()
         ids.append((await service.claim(runs.daemon, project=runs.project)).run.id)
-    await asyncio.sleep(0.3)
+    await until_past(db, [await lease_end(db, 0.1)])
     sweepers = [RunService(db, lease_seconds=0.1) for _ in range(4)]
     await asyncio.gather(*(s.sweep() for s in sweepers))
     # Sweeping is global: a `baton serve` of another test on this database may sweep some of
@@ -134,7 +161,12 @@ async def test_an_event_that_leaves_in_progress_drops_the_lease(db: Database) ->
     runs = Runs(service)
     await runs.new()
     run = (await service.claim(runs.daemon, project=runs.project)).run
-    await runs.event(run, RunEvent.PLAN_NEEDS_INPUT)
+    ended = await lease_end(db, 0.1)
+    asked = await runs.event(run, RunEvent.PLAN_NEEDS_INPUT)
     assert await service.leases([run.id]) == {}
-    await asyncio.sleep(0.3)
-    assert await service.sweep() == 0  # nothing to report: the run is awaiting its user
+    await until_past(db, [ended])  # when the dropped lease would have run out
+    await service.sweep()  # global: it may move other tests' runs, never this one
+    after = await service.get(ADMIN, run.id)
+    assert (after.status, after.version) == (RunStatus.awaiting_user, asked.version)
+    events = (await service.events_of_many([run.id], 50, None))[run.id][0]
+    assert RunEvent.HOST_OFFLINE not in [e.event for e in events]
