@@ -68,7 +68,9 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 @pytest.fixture(scope="session")
 async def db(database_url: str, engine: AsyncEngine) -> AsyncIterator[Database]:
     """The request path's pool on the migrated test database (`engine` migrates it)."""
-    db = await Database.connect(database_url)
+    # A busy machine can take seconds to open a connection; the tests' own pool waits for one
+    # (the server's pools keep their 2 s, which the unavailability tests rely on).
+    db = await Database.connect(database_url, acquire_timeout=30)
     yield db
     await db.close()
 
