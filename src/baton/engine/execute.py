@@ -272,7 +272,15 @@ async def complete_objects(
         return results
     fetched: list[Any] = []
     pending: list[int] = []
-    for index, fplan in enumerate(plan.fields):
+    others = plan.others
+    for n, fplan in enumerate(plan.leaves):
+        if not _leaf(run, fplan, sources, paths, results):
+            # arguments that do not convert: the general path reports it, for this field on
+            others = [*plan.leaves[n:], *plan.others]
+            break
+    if not others:
+        return results
+    for index, fplan in enumerate(others):
         values = _fetch(run, fplan, sources, paths)
         if inspect.isawaitable(values):
             pending.append(index)
@@ -283,9 +291,75 @@ async def complete_objects(
         done = await asyncio.gather(*(fetched[i] for i in pending))
         for index, values in zip(pending, done, strict=True):
             fetched[index] = values
-    for fplan, values in zip(plan.fields, fetched, strict=True):
+    for fplan, values in zip(others, fetched, strict=True):
         await _place(run, fplan, values, paths, results)
     return results
+
+
+def _leaf(
+    run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Sequence[Path], results: list[Any]
+) -> bool:
+    """A leaf field (`FieldPlan.leaf`) for every parent in one pass: got, checked for null,
+    serialised and placed, with the errors and nulls of the general path (`_fetch`, `complete`,
+    `_place`) exactly. False, having done nothing, when its arguments do not convert."""
+    assert plan.leaf is not None
+    named, non_null = plan.leaf
+    kind = plan.kind
+    get = plan.get
+    call = plan.call
+    kwargs: dict[str, Any] = {}
+    if kind is Kind.CALL:
+        try:
+            kwargs = run.kwargs(plan)
+        except Exception:
+            return False
+        if plan.info_name is not None:
+            kwargs = {**kwargs, plan.info_name: run.info}
+    wants_self = plan.wants_self
+    typename = plan.parent.name if kind is Kind.TYPENAME else None
+    serialize = run.compiler.serializer(named)
+    key = plan.key
+    weighed: list[Any] | None = [] if run.compiler.weighs(named) else None
+    for i, source in enumerate(sources):
+        try:
+            if typename is not None:
+                value: Any = typename
+            elif get is not None:
+                value = get(source)
+            else:
+                assert call is not None
+                value = call(source, **kwargs) if wants_self else call(**kwargs)
+            if value is not None:
+                serialized = serialize(value)
+                if serialized is None:
+                    raise TypeError(
+                        f"Expected `{named}.serialize({describe(value)})` to return "
+                        f"non-nullable value, returned: {describe(serialized)}"
+                    )
+                value = serialized
+            elif non_null:
+                raise TypeError(
+                    f"Cannot return null for non-nullable field {plan.parent.name}.{plan.name}."
+                )
+        except Exception as exc:
+            position = _at(paths, plan, i)
+            failure = run.fail(exc, plan, position)
+            if non_null:
+                current = results[i]
+                results[i] = (
+                    Failure.merge([current, failure]) if type(current) is Failure else failure
+                )
+                continue
+            run.settle(failure, position)
+            value = None
+        current = results[i]
+        if type(current) is not Failure:
+            current[key] = value
+        if weighed is not None and value is not None:
+            weighed.append(value)
+    if weighed:
+        run.charge(weight(weighed))
+    return True
 
 
 async def _place(

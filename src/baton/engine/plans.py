@@ -85,6 +85,10 @@ class FieldPlan:
     # BATCH: the field's own resolver, per parent; asked when a batch fails, to learn which
     # parents fail (see `baton.engine.execute._batch`).
     single: FieldPlan | None = None
+    # A scalar or enum (not a list) got by an attribute or a plain function: fetched, checked
+    # and serialised in one pass over the parents (`baton.engine.execute._leaf`). Its named
+    # type, and whether it is non-null.
+    leaf: tuple[GraphQLScalarType | GraphQLEnumType, bool] | None = None
     _children: dict[GraphQLObjectType, TypePlan] = field(default_factory=dict)
 
     @property
@@ -120,9 +124,14 @@ class TypePlan:
     introspects: bool  # selects __schema or __type (only possible on the query root)
     # What the keys of one answer take in the response's JSON (`"key":` and a comma).
     key_bytes: int = 0
+    # The fields answered in one pass (see `FieldPlan.leaf`), and the rest.
+    leaves: list[FieldPlan] = field(default_factory=list)
+    others: list[FieldPlan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.key_bytes = sum(len(key) + 4 for key in self.keys) + 2
+        self.leaves = [f for f in self.fields if f.leaf is not None]
+        self.others = [f for f in self.fields if f.leaf is None]
 
 
 class Compiler:
@@ -170,6 +179,7 @@ class Compiler:
                 continue
             plan = self._field_plan(runtime_type, key, nodes)
             plan.ordinal = ordinal
+            plan.leaf = _leaf_of(plan)
             fields.append(plan)
         return TypePlan(runtime_type, fields, tuple(collected), introspects)
 
@@ -311,6 +321,15 @@ class Compiler:
                 found[origin] = possible
             self._abstract[abstract] = found
         return found
+
+
+def _leaf_of(plan: FieldPlan) -> tuple[GraphQLScalarType | GraphQLEnumType, bool] | None:
+    if plan.kind is Kind.BATCH or plan.is_async:
+        return None
+    nullable, inner = unwrap(plan.return_type)
+    if isinstance(inner, GraphQLScalarType | GraphQLEnumType):
+        return inner, not nullable
+    return None
 
 
 def _has_variables(node: FieldNode) -> bool:
