@@ -59,6 +59,11 @@ class Settings:
     webhook_retry_seconds: float = 5.0
     webhook_max_attempts: int = 11
     webhook_concurrency: int = 16
+    # The MCP door (baton.mcp): kept together.
+    mcp_max_sessions: int = 1000
+    mcp_max_sessions_per_token: int = 20
+    mcp_max_subscriptions: int = 100
+    mcp_session_idle_seconds: float = 1800.0
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -385,6 +390,36 @@ VARIABLES = (
         "16",
         "webhook endpoints one process delivers to at once",
         number(int, 1, 1000),
+    ),
+    # --- the MCP door ---
+    Variable(
+        "BATON_MCP_MAX_SESSIONS",
+        "mcp_max_sessions",
+        "1000",
+        "MCP sessions one process holds at once on /mcp (a new one past it: 503)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_MCP_MAX_SESSIONS_PER_TOKEN",
+        "mcp_max_sessions_per_token",
+        "20",
+        "MCP sessions and subscriptions/listen streams one token holds open at once per "
+        "process (a new one past it: 429)",
+        number(int, 1, 100_000),
+    ),
+    Variable(
+        "BATON_MCP_MAX_SUBSCRIPTIONS",
+        "mcp_max_subscriptions",
+        "100",
+        "resources one MCP session (or listen stream) may subscribe to",
+        number(int, 1, 10_000),
+    ),
+    Variable(
+        "BATON_MCP_SESSION_IDLE_SECONDS",
+        "mcp_session_idle_seconds",
+        "1800",
+        "an MCP session with no request in flight (and no open stream) for this long is ended",
+        number(float, 1, 86_400),
     ),
 )
 
