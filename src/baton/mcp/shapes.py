@@ -45,6 +45,8 @@ def _result(result: dict[str, Any] | None) -> JSONObject | None:
     out = camel_keys(result)
     # Optional evidence fields are null in the API's answer, never missing.
     out["evidence"] = [{"url": None, "content": None, **e} for e in out["evidence"]]
+    # Stored as written (`…Z`); the API answers the time it parses from it.
+    out["returnedAt"] = _time(datetime.fromisoformat(out["returnedAt"]))
     return out  # type: ignore[no-any-return]
 
 
