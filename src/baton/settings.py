@@ -64,6 +64,9 @@ class Settings:
     mcp_max_sessions_per_token: int = 20
     mcp_max_subscriptions: int = 100
     mcp_session_idle_seconds: float = 1800.0
+    # For `baton mcp` (a client of a running server): where it is, and the token to use.
+    url: str = "http://127.0.0.1:8000"
+    token: str | None = None
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -133,6 +136,13 @@ def database_url(name: str, raw: str) -> str:
     parts = urlsplit(url)
     if not parts.path.strip("/") and "host=" not in parts.query and not parts.hostname:
         raise ConfigError(name, "names no server and no database")
+    return url
+
+
+def web_url(name: str, raw: str) -> str:
+    url = _url(name, raw, ("http", "https"))
+    if not urlsplit(url).hostname:
+        raise ConfigError(name, "names no host")
     return url
 
 
@@ -420,6 +430,20 @@ VARIABLES = (
         "1800",
         "an MCP session with no request in flight (and no open stream) for this long is ended",
         number(float, 1, 86_400),
+    ),
+    Variable(
+        "BATON_URL",
+        "url",
+        "http://127.0.0.1:8000",
+        "for `baton mcp`: the running Baton it talks to (its /mcp)",
+        web_url,
+    ),
+    Variable(
+        "BATON_TOKEN",
+        "token",
+        "unset",
+        "for `baton mcp`: the API token it acts with (`baton token create`); required there",
+        text,
     ),
 )
 
