@@ -17,7 +17,6 @@ from typing import Any
 
 import mcp_types as types
 import orjson
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -68,7 +67,7 @@ def _field(error: ValidationError) -> str:
 def shape_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
     """What is wrong with `arguments`' shape, as the `invalid_input` GraphQL would give for a
     value of the wrong type: naming the field."""
-    error = best_match(Draft202012Validator(tool.shape).iter_errors(arguments))
+    error = best_match(tool.checker.iter_errors(arguments))
     if error is None:
         return None
     where = _field(error)

@@ -19,6 +19,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 
+from jsonschema import Draft202012Validator
+
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.mutations import describe_move
@@ -75,9 +77,12 @@ class Tool:
     lifecycle: str | None = None
     move: Enum | None = None
     shape: JSONSchema = field(init=False, repr=False, compare=False)
+    # Checks arguments against `shape`; built once, not per call.
+    checker: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", schemas.shape(self.input_schema))
+        object.__setattr__(self, "checker", Draft202012Validator(self.shape))
 
 
 async def attempt(mutation: str, call: Awaitable[T]) -> T:
