@@ -33,6 +33,7 @@ from baton.errors import Unavailable
 from baton.live.backends import make_backend
 from baton.live.hub import STOP_SECONDS, EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
+from baton.mcp.http import MCPDoor
 from baton.metrics import HTTP_REQUESTS, REGISTRY
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
@@ -53,8 +54,9 @@ from baton.webhooks.worker import DeliveryWorker, WorkerSettings
 log = logging.getLogger("baton")
 
 GRAPHQL = "/graphql"
+MCP = "/mcp"
 READYZ_UNAVAILABLE = "the database does not answer"
-COUNTED_PATHS = frozenset({GRAPHQL, "/healthz", "/readyz", "/metrics"})
+COUNTED_PATHS = frozenset({GRAPHQL, MCP, "/healthz", "/readyz", "/metrics"})
 
 
 @dataclass
@@ -98,8 +100,8 @@ async def _sweep(runs: RunService, lease_seconds: float) -> None:
 
 
 class Front:
-    """The app uvicorn runs: `/graphql` to its handlers, the rest to Starlette; counts every
-    answered HTTP request by path and status for /metrics."""
+    """The app uvicorn runs: `/graphql` to its handlers, `/mcp` to the MCP door, the rest to
+    Starlette; counts every answered HTTP request by path and status for /metrics."""
 
     def __init__(
         self,
@@ -107,10 +109,12 @@ class Front:
         ws: ASGIApp,
         rest: ASGIApp,
         metrics_at: tuple[str, int] | None = None,
+        mcp: ASGIApp | None = None,
     ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
+        self.mcp = mcp
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
 
@@ -131,6 +135,8 @@ class Front:
                 await send(message)
 
             app = self.http if path == GRAPHQL else self.rest
+            if path == MCP and self.mcp is not None:
+                app = self.mcp
             await app(scope, receive, counted)
         elif kind == "websocket" and scope["path"] == GRAPHQL:
             await self.ws(scope, receive, send)
@@ -204,7 +210,8 @@ def create_app(
         runtime["current"] = Runtime(db, service, runs, hub, run_hub, webhooks)
         await deliveries.start()
         try:
-            yield
+            async with mcp.run():
+                yield
         finally:
             await deliveries.stop()  # bounded: attempts in flight are cancelled, not awaited
             sweeper.cancel()
@@ -266,6 +273,15 @@ def create_app(
         send_timeout=settings.ws_send_timeout,
         max_per_token=settings.max_sockets_per_token,
     )
+    mcp = MCPDoor(
+        context,
+        tokens,
+        max_body_bytes=settings.max_body_bytes,
+        max_sessions=settings.mcp_max_sessions,
+        max_sessions_per_token=settings.mcp_max_sessions_per_token,
+        max_subscriptions=settings.mcp_max_subscriptions,
+        session_idle_seconds=settings.mcp_session_idle_seconds,
+    )
     rest = Starlette(
         routes=[
             Route("/healthz", healthz),
@@ -281,4 +297,5 @@ def create_app(
         GraphQLWS(engine, tokens, context, socket_limits),
         rest,
         settings.metrics_address,
+        mcp,
     )

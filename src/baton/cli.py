@@ -474,6 +474,19 @@ def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from baton.mcp.stdio import run
+
+    if not settings.token:
+        print(
+            "baton: BATON_TOKEN: set it to an API token (`baton token create --principal …`)",
+            file=sys.stderr,
+        )
+        return 2
+    run(settings.url, settings.token)
+    return 0
+
+
 def _export_schema(args: argparse.Namespace, settings: Settings) -> int:
     from baton.api.schema import schema
 
@@ -561,6 +574,21 @@ def parser() -> argparse.ArgumentParser:
     revoke = token_sub.add_parser("revoke", help="revoke a token by its id")
     revoke.add_argument("id", help="the token's id, from `baton token list`")
     revoke.set_defaults(run=_token_revoke)
+
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve Baton's MCP tools on stdin/stdout, through a running server",
+        description=textwrap.fill(
+            "Serve the Model Context Protocol on stdin and stdout for a client that launches a "
+            "local command (`claude mcp add baton -- baton mcp`): the tools and resources of "
+            "the Baton at BATON_URL (its /mcp), acting with the token in BATON_TOKEN. Logs go "
+            "to stderr.",
+            88,
+        ),
+        epilog=environment_help(),
+        formatter_class=_Help,
+    )
+    mcp.set_defaults(run=_mcp)
 
     sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(run=_export_schema)
     return p

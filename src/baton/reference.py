@@ -134,6 +134,7 @@ def limits_table() -> str:
             "`BATON_TOKEN_CHECK_SECONDS`",
         ),
         *webhook_limits(s),
+        *mcp_limits(s),
     ]
     lines = ["| limit | value | set by |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -184,6 +185,50 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
             "a rotated webhook secret's grace period",
             f"at most {MAX_GRACE_SECONDS // 86400} days (default 1 day)",
             "`baton.services.webhooks`",
+        ),
+    ]
+
+
+def mcp_limits(s: Settings) -> list[tuple[str, str, str]]:
+    from baton.mcp.tools import MAX_GRAPH_NODES, WAITING_SCAN
+
+    return [
+        (
+            "MCP request body (`/mcp`)",
+            f"{_size(s.max_body_bytes)}; past it 413",
+            "`BATON_MAX_BODY_BYTES`",
+        ),
+        (
+            "MCP sessions",
+            f"{s.mcp_max_sessions:,} per process; a new one past it answers 503",
+            "`BATON_MCP_MAX_SESSIONS`",
+        ),
+        (
+            "MCP sessions and `subscriptions/listen` streams of one token",
+            f"{s.mcp_max_sessions_per_token} at once per process; a new one past it answers 429",
+            "`BATON_MCP_MAX_SESSIONS_PER_TOKEN`",
+        ),
+        (
+            "resources one MCP session (or listen stream) follows",
+            f"{s.mcp_max_subscriptions}",
+            "`BATON_MCP_MAX_SUBSCRIPTIONS`",
+        ),
+        (
+            "an idle MCP session",
+            f"ended after {_seconds(s.mcp_session_idle_seconds)} with no request or stream open",
+            "`BATON_MCP_SESSION_IDLE_SECONDS`",
+        ),
+        (
+            "a revoked or expired token on `/mcp`",
+            f"refused within {_seconds(s.token_check_seconds)}; its open streams and sessions "
+            "are ended",
+            "`BATON_TOKEN_CHECK_SECONDS`",
+        ),
+        (
+            "MCP tools `taskGraph` / `waitingOnMe`",
+            f"at most {MAX_GRAPH_NODES:,} nodes / looks at the newest {WAITING_SCAN} open tasks "
+            "and runs",
+            "`baton.mcp.tools`",
         ),
     ]
 

@@ -63,6 +63,14 @@ class Settings:
     webhook_retry_seconds: float = 5.0
     webhook_max_attempts: int = 11
     webhook_concurrency: int = 16
+    # The MCP door (baton.mcp): kept together.
+    mcp_max_sessions: int = 1000
+    mcp_max_sessions_per_token: int = 20
+    mcp_max_subscriptions: int = 100
+    mcp_session_idle_seconds: float = 1800.0
+    # For `baton mcp` (a client of a running server): where it is, and the token to use.
+    url: str = "http://127.0.0.1:8000"
+    token: str | None = None
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -132,6 +140,13 @@ def database_url(name: str, raw: str) -> str:
     parts = urlsplit(url)
     if not parts.path.strip("/") and "host=" not in parts.query and not parts.hostname:
         raise ConfigError(name, "names no server and no database")
+    return url
+
+
+def web_url(name: str, raw: str) -> str:
+    url = _url(name, raw, ("http", "https"))
+    if not urlsplit(url).hostname:
+        raise ConfigError(name, "names no host")
     return url
 
 
@@ -413,6 +428,50 @@ VARIABLES = (
         "16",
         "webhook endpoints one process delivers to at once",
         number(int, 1, 1000),
+    ),
+    # --- the MCP door ---
+    Variable(
+        "BATON_MCP_MAX_SESSIONS",
+        "mcp_max_sessions",
+        "1000",
+        "MCP sessions one process holds at once on /mcp (a new one past it: 503)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_MCP_MAX_SESSIONS_PER_TOKEN",
+        "mcp_max_sessions_per_token",
+        "20",
+        "MCP sessions and subscriptions/listen streams one token holds open at once per "
+        "process (a new one past it: 429)",
+        number(int, 1, 100_000),
+    ),
+    Variable(
+        "BATON_MCP_MAX_SUBSCRIPTIONS",
+        "mcp_max_subscriptions",
+        "100",
+        "resources one MCP session (or listen stream) may subscribe to",
+        number(int, 1, 10_000),
+    ),
+    Variable(
+        "BATON_MCP_SESSION_IDLE_SECONDS",
+        "mcp_session_idle_seconds",
+        "1800",
+        "an MCP session with no request in flight (and no open stream) for this long is ended",
+        number(float, 1, 86_400),
+    ),
+    Variable(
+        "BATON_URL",
+        "url",
+        "http://127.0.0.1:8000",
+        "for `baton mcp`: the running Baton it talks to (its /mcp)",
+        web_url,
+    ),
+    Variable(
+        "BATON_TOKEN",
+        "token",
+        "unset",
+        "for `baton mcp`: the API token it acts with (`baton token create`); required there",
+        text,
     ),
 )
 

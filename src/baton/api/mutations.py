@@ -100,7 +100,7 @@ def _move_success(outcome: Outcome) -> MoveSuccess:
 # --- one mutation per move name, from the table -------------------------------------------
 
 
-def _describe(name: MoveName) -> str:
+def describe_move(name: MoveName) -> str:
     pairs = ", ".join(f"{m.source.value} → {m.target.value}" for m in HANDOFF.named(name))
     actor = HANDOFF.named(name)[0].actor.value.replace("_", " ")
     text = f"{pairs} (who: {actor})."
@@ -137,7 +137,7 @@ MOVE_FIELDS: list[StrawberryField] = move_fields(
     subject="task",
     result=MoveResult,
     resolve=_move,
-    describe=_describe,
+    describe=describe_move,
     objects={"result": ObjectParam(ResultInput, lambda value: value.to_seed())},
 )
 

@@ -109,7 +109,9 @@ class RunFilter:
     "NUL character (U+0000), which PostgreSQL cannot store: a document or variables holding "
     "one are refused whole. A response is built within a budget of bytes (16 MiB, text and "
     "JSON counted as they are written): past it, the operation answers `too_expensive` and no "
-    "`data`."
+    "`data`. The MCP door's read tools `task`, `tasks`, `taskGraph`, `run`, `runs` and "
+    "`protocol` answer as these fields do; its `waitingOnMe` lists the open tasks and runs the "
+    "caller can move now."
 )
 class Query:
     @strawberry.field(description="A task the caller can see, or null.")

@@ -87,7 +87,7 @@ def _success(outcome: Any) -> Any:
     )
 
 
-def _describe(name: RunEvent) -> str:
+def describe_event(name: RunEvent) -> str:
     rows = PIPELINE.named(name)
     move = rows[0]
     sources = ", ".join(m.source.value for m in rows)
@@ -148,7 +148,7 @@ RUN_EVENT_FIELDS: list[StrawberryField] = move_fields(
     subject="run",
     result=RunMoveResult,
     resolve=_event,
-    describe=_describe,
+    describe=describe_event,
     extras={
         **{name: {"lease_id": _lease_id_field()} for name in FENCED},
         RunEvent.CLAIM: {

@@ -34,7 +34,10 @@ Mutation = create_type(
     "members of each result union (`... on Error { code message }`). When a field error nulls "
     "the whole response (a non-null field inside a result failing), the mutations after it "
     "do not run: a change is never made that the response does not tell of. If a response "
-    "outgrows its byte budget, the `too_expensive` error names the mutations that ran.",
+    "outgrows its byte budget, the `too_expensive` error names the mutations that ran. Every "
+    "mutation of a task or a run (all but the gate rules' and webhooks') is also a tool of the "
+    "same name, taking the same input, on the Model Context Protocol door: Streamable HTTP at "
+    '`/mcp` and stdio through `baton mcp` (the README\'s "Use Baton from an agent").',
 )
 
 schema = BatonSchema(

@@ -1,0 +1,312 @@
+"""Tasks and runs as resources (`baton://tasks/{id}`, `baton://runs/{id}`), and subscriptions
+to them fed by the same live hubs as GraphQL subscriptions.
+
+A subscription follows its subject's events in the event log (`EventHub.stream`, only what the
+caller may see) from the moment it is made, and sends `notifications/resources/updated` after
+each one, so the client reads the resource again. Both ways MCP subscribes are served: the
+handshake era's `resources/subscribe` (notifications on the session's standalone stream, ended
+with the session) and 2026-07-28's `subscriptions/listen` (notifications on the listen
+request's own stream, ended when the client closes it). At most
+`BATON_MCP_MAX_SUBSCRIPTIONS` resources per session or listen stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+import orjson
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+
+from baton.access.principals import Principal
+from baton.api.context import Context
+from baton.errors import BatonError, NotFound
+from baton.live.filters import EventFilter, RunEventFilter
+from baton.mcp import shapes
+from baton.mcp.sessions import Sessions
+from baton.mcp.tools import run_with_lease
+from baton.store.runs import RunQuery
+from baton.store.tasks import TaskQuery
+
+log = logging.getLogger("baton.mcp")
+
+MIME = "application/json"
+TASK_URI = "baton://tasks/{id}"
+RUN_URI = "baton://runs/{id}"
+_URI = re.compile(r"baton://(tasks|runs)/([^/?#]{1,128})")
+LISTED = 50  # the newest tasks and runs `resources/list` names
+_SUBSCRIPTIONS = "baton.subscriptions"  # a handshake session's subscriptions, in its state
+
+ContextFactory = Callable[[Principal], Context]
+Caller = Callable[[ServerRequestContext[Any, Any]], tuple[Principal, str]]
+
+
+def parse(uri: str) -> tuple[str, str]:
+    """("tasks" | "runs", id) of a Baton resource URI; `not_found` for any other."""
+    match = _URI.fullmatch(uri)
+    if match is None:
+        raise _refused(NotFound("resource", uri))
+    return match.group(1), match.group(2)
+
+
+def _refused(error: BatonError) -> MCPError:
+    # Resource requests have no error result of their own: a JSON-RPC error that carries
+    # Baton's code as its data.
+    return MCPError(
+        types.INVALID_PARAMS, error.message, data={"code": error.code, "message": error.message}
+    )
+
+
+def connection_of(session: ServerSession) -> Connection:
+    """The connection a request arrived on. The SDK (2.3) hands handlers its per-request
+    session only; the connection behind it is where per-connection state and teardown live
+    (`Connection.state`, `Connection.exit_stack`)."""
+    connection: Connection = session._connection
+    return connection
+
+
+@dataclass
+class Resources:
+    context: ContextFactory
+    caller: Caller
+    sessions: Sessions
+    per_session: int
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def _read(self, principal: Principal, uri: str) -> dict[str, Any]:
+        kind, subject = parse(uri)
+        context = self.context(principal)
+        try:
+            if kind == "tasks":
+                return shapes.task(await context.service.get(principal, subject), principal)
+            return await run_with_lease(context, await context.runs.get(principal, subject))
+        except BatonError as exc:
+            raise _refused(exc) from None
+
+    async def read(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        principal, _ = self.caller(ctx)
+        body = await self._read(principal, params.uri)
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=params.uri, mime_type=MIME, text=orjson.dumps(body).decode()
+                )
+            ]
+        )
+
+    async def list(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        """The caller's newest tasks and runs (reach the rest through the templates)."""
+        principal, _ = self.caller(ctx)
+        context = self.context(principal)
+        try:
+            tasks, _more = await context.service.page(principal, TaskQuery(), LISTED, None)
+            runs, _more = await context.runs.page(principal, RunQuery(), LISTED, None)
+        except BatonError as exc:
+            raise _refused(exc) from None
+        return types.ListResourcesResult(
+            resources=[
+                *(
+                    types.Resource(
+                        uri=TASK_URI.format(id=t.id),
+                        name=t.id,
+                        title=t.packet["task"][:100],
+                        description=f"task {t.state.value}: {t.requester} → {t.assignee}",
+                        mime_type=MIME,
+                    )
+                    for t in tasks
+                ),
+                *(
+                    types.Resource(
+                        uri=RUN_URI.format(id=r.id),
+                        name=r.id,
+                        title=r.title[:100],
+                        description=f"run {r.status.value} ({r.phase.value})",
+                        mime_type=MIME,
+                    )
+                    for r in runs
+                ),
+            ]
+        )
+
+    async def templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=TASK_URI,
+                    name="task",
+                    description="A task as the `task` tool returns it; subscribe to be told "
+                    "when it changes (a move, a checkpoint).",
+                    mime_type=MIME,
+                ),
+                types.ResourceTemplate(
+                    uri_template=RUN_URI,
+                    name="run",
+                    description="A pipeline run as the `run` tool returns it; subscribe to be "
+                    "told when it changes (an event).",
+                    mime_type=MIME,
+                ),
+            ]
+        )
+
+    # --- following --------------------------------------------------------------------------
+
+    async def changes(self, principal: Principal, uri: str) -> AsyncIterator[None]:
+        """One item after each change of the resource from now on (not_found first, as an
+        error, for one the caller cannot see)."""
+        kind, subject = parse(uri)
+        context = self.context(principal)
+        try:
+            if kind == "tasks":
+                # The newest event first, then the task: nothing between the two is missed.
+                cursor = await context.events.last_event_of(subject)
+                await context.service.get(principal, subject)
+                where: Any = EventFilter(task_ids=frozenset({subject}))
+                hub: Any = context.events
+            else:
+                cursor = await context.run_events.last_event_of(subject)
+                await context.runs.get(principal, subject)
+                where = RunEventFilter(run_ids=frozenset({subject}))
+                hub = context.run_events
+        except BatonError as exc:
+            raise _refused(exc) from None
+        return self._follow(hub, principal, where, cursor)
+
+    @staticmethod
+    async def _follow(
+        hub: Any, principal: Principal, where: Any, cursor: int
+    ) -> AsyncIterator[None]:
+        async for _event in hub.stream(principal, where, cursor):
+            yield None
+
+    # The handshake era: resources/subscribe on a session.
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        principal, _ = self.caller(ctx)
+        connection = connection_of(ctx.session)
+        mine: dict[str, asyncio.Task[None]] = connection.state.setdefault(_SUBSCRIPTIONS, {})
+        uri = params.uri
+        if uri in mine:
+            return types.EmptyResult()
+        if len(mine) >= self.per_session:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"at most {self.per_session} resource subscriptions per session "
+                "(BATON_MCP_MAX_SUBSCRIPTIONS)",
+                data={"code": "invalid_input"},
+            )
+        changes = await self.changes(principal, uri)
+        session = ctx.session
+
+        async def notify() -> None:
+            async for _ in changes:
+                await session.send_resource_updated(uri)
+
+        task = asyncio.create_task(notify(), name=f"baton-mcp-subscription {uri}")
+        mine[uri] = task
+        if len(mine) == 1:
+            connection.exit_stack.push_async_callback(_cancel_all, mine)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.caller(ctx)
+        mine: dict[str, asyncio.Task[None]] = connection_of(ctx.session).state.get(
+            _SUBSCRIPTIONS, {}
+        )
+        task = mine.pop(params.uri, None)
+        if task is not None:
+            await _cancel(task)
+        return types.EmptyResult()
+
+    # 2026-07-28: subscriptions/listen, one stream per request.
+
+    async def listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.SubscriptionsListenRequestParams,
+    ) -> types.SubscriptionsListenResult:
+        principal, token = self.caller(ctx)
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        if len(uris) > self.per_session:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"at most {self.per_session} resources per listen stream "
+                "(BATON_MCP_MAX_SUBSCRIPTIONS)",
+                data={"code": "invalid_input"},
+            )
+        request_id = ctx.request_id
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: request_id}
+
+        async def close() -> None:
+            # The stream is the listen request's response: the door ends it by ending the
+            # request (see `MCPDoor._end`).
+            return None
+
+        try:
+            held = self.sessions.open(token, close)
+        except BatonError as exc:
+            raise _refused(exc) from None
+        try:
+            streams = [(uri, await self.changes(principal, uri)) for uri in uris]
+            honored = types.SubscriptionFilter(resource_subscriptions=uris or None)
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(
+                    params=types.SubscriptionsAcknowledgedNotificationParams(
+                        notifications=honored, _meta=meta
+                    )
+                ),
+                related_request_id=request_id,
+            )
+            changed: asyncio.Queue[str] = asyncio.Queue()
+
+            async def pump(uri: str, changes: AsyncIterator[None]) -> None:
+                async for _ in changes:
+                    changed.put_nowait(uri)
+
+            pumps = [asyncio.create_task(pump(uri, c)) for uri, c in streams]
+            try:
+                while True:
+                    uri = await changed.get()
+                    await ctx.session.send_notification(
+                        types.ResourceUpdatedNotification(
+                            params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta)
+                        ),
+                        related_request_id=request_id,
+                    )
+            finally:
+                for p in pumps:
+                    await _cancel(p)
+        finally:
+            self.sessions.release(held)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
+async def _cancel_all(tasks: dict[str, asyncio.Task[None]]) -> None:
+    for task in list(tasks.values()):
+        await _cancel(task)
+    tasks.clear()

@@ -1,0 +1,174 @@
+"""The MCP server: Baton's tools and resources on the official SDK's lowlevel `Server`.
+
+Every handler learns its caller from the HTTP request the door authenticated
+(`baton.mcp.http`), builds the same `Context` the GraphQL resolvers get, and calls the same
+services. A tool's arguments are checked against its input's shape first (types, required
+fields, enums, unknown keys: what GraphQL's type system checks); a refusal, by that check or by
+the service, is a tool error whose structured content is Baton's error as the API gives it
+(`code`, `message`, and the error type's own fields), never an exception trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+import mcp_types as types
+import orjson
+from jsonschema.exceptions import ValidationError, best_match
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from baton.access.principals import Principal
+from baton.api.context import Context
+from baton.errors import BatonError, InvalidInput
+from baton.mcp import shapes
+from baton.mcp.resources import Resources
+from baton.mcp.tools import TOOLS, Refused, Tool, shown
+
+log = logging.getLogger("baton.mcp")
+
+INSTRUCTIONS = (
+    "Baton hands tasks between AI agents and tracks pipeline runs. Every move of either "
+    "lifecycle is a tool named as Baton's GraphQL mutation (handOff, acceptTask, submitResult, "
+    "claimRun, …); `protocol` lists the moves, `waitingOnMe` what you can do now. A refused move "
+    "is a tool error with Baton's code (invalid_state with the allowed moves, "
+    "version_conflict, forbidden, not_found, invalid_input, lease_lost). Tasks and runs are "
+    "resources (baton://tasks/{id}, baton://runs/{id}); subscribe to learn when one changes."
+)
+
+# Where the door leaves the caller and its token in the HTTP request's scope.
+PRINCIPAL_KEY = "baton.principal"
+TOKEN_KEY = "baton.token"
+
+ContextFactory = Callable[[Principal], Context]
+
+
+def caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, str]:
+    """The principal and token of the request being served (set by the door)."""
+    request = ctx.request
+    scope = getattr(request, "scope", None) or {}
+    principal, token = scope.get(PRINCIPAL_KEY), scope.get(TOKEN_KEY)
+    if not isinstance(principal, Principal) or not isinstance(token, str):
+        raise MCPError(types.INVALID_REQUEST, "not authenticated")
+    return principal, token
+
+
+def _field(error: ValidationError) -> str:
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def shape_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
+    """What is wrong with `arguments`' shape, as the `invalid_input` GraphQL would give for a
+    value of the wrong type: naming the field."""
+    error = best_match(tool.checker.iter_errors(arguments))
+    if error is None:
+        return None
+    where = _field(error)
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        return InvalidInput(f"{where}.{missing}" if where else missing, "is required")
+    if error.validator == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - known) if isinstance(error.instance, dict) else []
+        name = extra[0] if extra else ""
+        return InvalidInput(
+            f"{where}.{name}" if where else name, f"is not a field of {tool.name}'s input"
+        )
+    if error.validator == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        return InvalidInput(where or "input", f"must be one of {allowed}")
+    if error.validator == "type":
+        return InvalidInput(where or "input", f"must be of type {error.validator_value}")
+    return InvalidInput(where or "input", error.message)
+
+
+def _text(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def success(content: shapes.JSONObject) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=_text(content))],
+        structured_content=content,
+    )
+
+
+def refusal(error: BatonError) -> types.CallToolResult:
+    try:
+        body = shapes.error(error)
+    except BatonError:  # not an expected failure of a call (the database away): code and message
+        body = {"type": "Error", "code": error.code, "message": error.message}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{body['code']}: {body['message']}")],
+        structured_content=body,
+        is_error=True,
+    )
+
+
+def _tool(tool: Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=types.ToolAnnotations(
+            read_only_hint=tool.read_only,
+            destructive_hint=False if tool.read_only else None,
+            open_world_hint=False,
+        ),
+    )
+
+
+def build(context: ContextFactory, resources: Resources) -> Server[Any]:
+    """Baton's MCP server; `context` makes a resolver's context for a principal."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        principal, _ = caller(ctx)
+        return types.ListToolsResult(tools=[_tool(t) for t in shown(principal)])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        principal, _ = caller(ctx)
+        tool = TOOLS.get(params.name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS, f"no tool named {params.name!r}")
+        arguments = dict(params.arguments or {})
+        problem = shape_problem(tool, arguments)
+        if problem is not None:
+            return refusal(problem)
+        try:
+            return success(await tool.call(context(principal), arguments))
+        except Refused as refused:
+            return refusal(refused.error)
+        except BatonError as exc:  # e.g. the database away: said as Baton says it
+            return refusal(exc)
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        tool = TOOLS.get(name)
+        return tool.input_schema if tool is not None else None
+
+    server: Server[Any] = Server(
+        "baton",
+        version=version("baton"),
+        title="Baton",
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=resources.list,
+        on_list_resource_templates=resources.templates,
+        on_read_resource=resources.read,
+        on_subscribe_resource=resources.subscribe,
+        on_unsubscribe_resource=resources.unsubscribe,
+        on_subscriptions_listen=resources.listen,
+    )
+    return server
