@@ -30,7 +30,7 @@ async def until_past(db: Database, moments: Iterable[datetime]) -> None:
 
 
 async def expiry(service: RunService, run_id: str) -> datetime:
-    return (await service.leases([run_id]))[run_id][1]
+    return (await service.leases([run_id]))[run_id].expires_at
 
 
 async def lease_end(db: Database, seconds: float) -> datetime:
