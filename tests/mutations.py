@@ -101,8 +101,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lease-expiry",
         "a claim's lease lasts BATON_RUN_LEASE_SECONDS",
         "src/baton/store/runs.py",
-        "now() + {p(seconds)} * interval '1 second' FROM changed",
-        "now() + {p(seconds)} * interval '1 minute' FROM changed",
+        "{p(holder)}, now() + {p(seconds)} * interval '1 second' \"",
+        "{p(holder)}, now() + {p(seconds)} * interval '1 minute' \"",
         (_t("tests/store/test_run_queue.py"),),
     ),
     Mutation(
