@@ -97,6 +97,7 @@ def limits_table() -> str:
             "`BATON_TOKEN_CHECK_SECONDS`",
         ),
         *webhook_limits(s),
+        *sse_limits(s),
     ]
     lines = ["| limit | value | set by |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -147,6 +148,41 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
             "a rotated webhook secret's grace period",
             f"at most {MAX_GRACE_SECONDS // 86400} days (default 1 day)",
             "`baton.services.webhooks`",
+        ),
+    ]
+
+
+def sse_limits(s: Settings) -> list[tuple[str, str, str]]:
+    from baton.web.graphql_sse import CLOSE_GRACE_SECONDS
+
+    return [
+        (
+            "event streams (GraphQL over SSE) open at once",
+            f"{s.sse_max_streams:,} per process; past it 503 with Retry-After",
+            "`BATON_SSE_MAX_STREAMS`",
+        ),
+        (
+            "event streams open at once with one token",
+            f"{s.sse_max_streams_per_token} per process; past it 429",
+            "`BATON_SSE_MAX_STREAMS_PER_TOKEN`",
+        ),
+        (
+            "events waiting for one stream's client",
+            f"{_size(s.sse_max_queued_bytes)} besides the one being sent; past it the stream "
+            "is dropped",
+            "`BATON_SSE_MAX_QUEUED_BYTES`",
+        ),
+        (
+            "a quiet event stream",
+            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} without events",
+            "`BATON_SSE_KEEP_ALIVE_SECONDS`",
+        ),
+        (
+            "an event stream whose token is revoked or expires",
+            f"ended within {_seconds(s.token_check_seconds)} (an `unauthenticated` error, then "
+            f"`complete`; a client that does not read them is cut off "
+            f"{_seconds(CLOSE_GRACE_SECONDS)} later)",
+            "`BATON_TOKEN_CHECK_SECONDS`",
         ),
     ]
 

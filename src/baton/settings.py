@@ -59,6 +59,11 @@ class Settings:
     webhook_retry_seconds: float = 5.0
     webhook_max_attempts: int = 11
     webhook_concurrency: int = 16
+    # GraphQL over Server-Sent Events (baton.web.graphql_sse): kept together.
+    sse_keep_alive_seconds: float = 15.0
+    sse_max_streams: int = 10_000
+    sse_max_streams_per_token: int = 100
+    sse_max_queued_bytes: int = 1024 * 1024
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -385,6 +390,36 @@ VARIABLES = (
         "16",
         "webhook endpoints one process delivers to at once",
         number(int, 1, 1000),
+    ),
+    # --- GraphQL over Server-Sent Events ---
+    Variable(
+        "BATON_SSE_KEEP_ALIVE_SECONDS",
+        "sse_keep_alive_seconds",
+        "15",
+        "an event stream quiet this long gets a comment line, so proxies keep it open",
+        number(float, 0.1, 3600),
+    ),
+    Variable(
+        "BATON_SSE_MAX_STREAMS",
+        "sse_max_streams",
+        "10000",
+        "event streams one process keeps open at once (past it 503 with Retry-After)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_SSE_MAX_STREAMS_PER_TOKEN",
+        "sse_max_streams_per_token",
+        "100",
+        "event streams one token may have open at once on one process (past it 429)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_SSE_MAX_QUEUED_BYTES",
+        "sse_max_queued_bytes",
+        "1048576",
+        "bytes of events one stream may hold for a client that does not read them fast "
+        "enough (besides the one being sent); past it the stream is dropped",
+        number(int, 1024, 1024 * 1024 * 1024),
     ),
 )
 
