@@ -107,6 +107,22 @@ async def read_until_closed(sock: socket.socket, wait: float) -> bytes:
     return b"".join(chunks)
 
 
+def dechunk(raw: bytes) -> tuple[bytes, bool]:
+    """The body in a chunked transfer, however far it got, and whether it ended properly."""
+    body: list[bytes] = []
+    while True:
+        size_line, found, rest = raw.partition(b"\r\n")
+        if not found:
+            return b"".join(body), False
+        size = int(size_line, 16)
+        if size == 0:
+            return b"".join(body), True
+        body.append(rest[:size])
+        if len(rest) < size + 2:
+            return b"".join(body), False
+        raw = rest[size + 2 :]
+
+
 def events_in(raw: bytes) -> list[str]:
     """The `event:` names in a raw chunked event stream, in order."""
     return [name.decode() for name in re.findall(rb"event: (\w+)", raw)]
