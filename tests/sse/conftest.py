@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +59,35 @@ async def http_on() -> AsyncIterator[OpenHTTP]:
     yield make
     for client in opened:
         await client.aclose()
+
+
+GRAPHQL_SSE = {"graphql-sse": "2.6.1", "graphql": "16.15.0"}  # the client and its peer
+CLIENT_SCRIPT = Path(__file__).with_name("graphql_sse_client.mjs")
+
+
+@pytest.fixture(scope="session")
+def graphql_sse_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """graphql-sse's npm client installed with npm into a temporary folder; the script that
+    runs it is copied beside its node_modules. Without npm or the registry the tests that
+    use it skip, except under CI, where that is a failure."""
+    folder = tmp_path_factory.mktemp("graphql-sse")
+    (folder / "package.json").write_text('{"private": true}\n')
+    packages = [f"{name}@{version}" for name, version in GRAPHQL_SSE.items()]
+    try:
+        done = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *packages],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        problem = done.stderr.strip()[-2000:] if done.returncode != 0 else None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problem = str(exc)
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot install graphql-sse with npm: {problem}")
+        pytest.skip(f"cannot install graphql-sse with npm: {problem}")
+    script = folder / CLIENT_SCRIPT.name
+    shutil.copyfile(CLIENT_SCRIPT, script)
+    return script
