@@ -112,7 +112,7 @@ class Front:
         rest: ASGIApp,
         metrics_at: tuple[str, int] | None = None,
         *,
-        sse: ASGIApp | None = None,
+        sse: GraphQLSSE | None = None,
     ) -> None:
         self.http = http
         self.ws = ws
@@ -120,6 +120,11 @@ class Front:
         self.sse = sse
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
+
+    def stopping(self) -> None:
+        """Called by the server's signal handler as it begins to stop."""
+        if self.sse is not None:
+            self.sse.stop_soon()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]

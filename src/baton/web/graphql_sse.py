@@ -107,7 +107,22 @@ class GraphQLSSE:
         self.context = context
         self.limits = limits
         self.watch = TokenWatch(tokens, limits.token_check, "SSE stream")
-        self.open = 0  # streams open in this process
+        self.streams: set[_Stream] = set()  # open in this process
+        self.stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def stop_soon(self) -> None:
+        """The server is stopping; called from its signal handler, so the work is scheduled
+        on the loop. Open streams end without `complete` (their operations are not over:
+        clients reconnect, with `after`, to another process or this one once it is back);
+        uvicorn would otherwise wait for them until its graceful shutdown timed out."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop_all)
+
+    def _stop_all(self) -> None:
+        self.stopping = True
+        for stream in list(self.streams):
+            stream.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
@@ -139,8 +154,12 @@ class GraphQLSSE:
             return
         # Counted before anything runs: a refused request executes nothing.
         limits = self.limits
-        if self.open >= limits.max_streams:
-            message = f"this server has {limits.max_streams} event streams open; try again later"
+        if self.stopping or len(self.streams) >= limits.max_streams:
+            message = (
+                "this server is stopping; try again"
+                if self.stopping
+                else f"this server has {limits.max_streams} event streams open; try again later"
+            )
             await send_body(send, 503, error_body(message, "unavailable"), JSON, RETRY_AFTER)
             return
         if self.watch.count(token) >= limits.max_streams_per_token:
@@ -151,12 +170,13 @@ class GraphQLSSE:
             await send_body(send, 429, error_body(message, "too_many_streams"), JSON, RETRY_AFTER)
             return
         stream = _Stream(limits.max_queued_bytes)
-        self.open += 1
+        self._loop = asyncio.get_running_loop()
+        self.streams.add(stream)
         self.watch.add(token, stream)
         try:
             await self._answer(stream, principal, request, headers, receive, send)
         finally:
-            self.open -= 1
+            self.streams.discard(stream)
             self.watch.discard(token, stream)
 
     async def _answer(
@@ -214,7 +234,7 @@ class GraphQLSSE:
         tasks = (producer, writer, gone, ended)
         try:
             await asyncio.wait((writer, gone, ended), return_when=asyncio.FIRST_COMPLETED)
-            if stream.revoked and not writer.done():
+            if stream.closing and not writer.done():
                 # Its last events are queued; they get a bounded time, never longer.
                 await asyncio.wait((writer, gone), timeout=CLOSE_GRACE_SECONDS)
             if stream.dropped:
@@ -241,6 +261,7 @@ class _Stream:
         self.ready = asyncio.Event()  # frames are waiting, or the end is
         self.ended = asyncio.Event()  # stop serving (revoked or dropped)
         self.finished = False  # nothing comes after the frames queued now
+        self.closing = False  # ended by the server: its last frames get a bounded time
         self.revoked = False
         self.dropped = False
         self.producer: asyncio.Task[None] | None = None
@@ -272,14 +293,24 @@ class _Stream:
     def revoke(self) -> None:
         """The token stopped working: what is queued is not sent; the error and `complete`
         are. Called by the token sweep; it waits for nothing."""
-        if self.revoked or self.dropped:
+        if self.closing or self.dropped:
             return
         self.revoked = True
-        if self.producer is not None:
-            self.producer.cancel()
         self.frames.clear()
         self.queued = 0
-        self.finish(next_event(REVOKED) + COMPLETE)
+        self._close(next_event(REVOKED) + COMPLETE)
+
+    def stop(self) -> None:
+        """The server is stopping: what is queued is sent, then the body ends, with no
+        `complete`."""
+        if not (self.closing or self.dropped):
+            self._close(b"")
+
+    def _close(self, last: bytes) -> None:
+        self.closing = True
+        if self.producer is not None:
+            self.producer.cancel()
+        self.finish(last)
         self.ended.set()
 
 
