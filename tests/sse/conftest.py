@@ -32,6 +32,7 @@ LIMITS = {
 @dataclass
 class SSEServer(LiveServer):
     metrics_token: str = ""
+    log: Path = Path()  # what the server logs (warnings and up)
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +44,7 @@ def sse_server(
     metrics_token = secrets.token_urlsafe(16)
     env = {"BATON_DATABASE_URL": database_url, "BATON_METRICS_TOKEN": metrics_token, **LIMITS}
     url, process = start_server(env, log)
-    yield SSEServer(url, db, process, metrics_token)
+    yield SSEServer(url, db, process, metrics_token, log)
     stop_server(process)
 
 

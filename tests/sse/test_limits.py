@@ -33,6 +33,7 @@ PER_TOKEN = int(LIMITS["BATON_SSE_MAX_STREAMS_PER_TOKEN"])
 PER_PROCESS = int(LIMITS["BATON_SSE_MAX_STREAMS"])
 KEEP_ALIVE = float(LIMITS["BATON_SSE_KEEP_ALIVE_SECONDS"])
 SUBSCRIPTIONS = "baton_live_subscriptions"
+DROPPED = "dropped an event stream whose client stopped reading"
 
 
 async def subscriptions_become(server: SSEServer, value: int, within: float = 20) -> None:
@@ -172,11 +173,14 @@ async def test_a_client_that_stops_reading_is_dropped_and_can_resume_from_its_cu
             f"Content-Length: {len(body)}",
         ]
     )
-    await subscriptions_become(sse_server, 0)
+    drops = sse_server.log.read_text().count(DROPPED)
     sock = await raw_request(sse_server.url, head, body, rcvbuf=4096)
     try:
-        await subscriptions_become(sse_server, 1)
-        await subscriptions_become(sse_server, 0)  # dropped, unread
+        deadline = time.monotonic() + 30
+        while sse_server.log.read_text().count(DROPPED) == drops:  # unread, it is dropped
+            assert time.monotonic() < deadline, "the stream was not dropped"
+            await asyncio.sleep(0.05)
+        await subscriptions_become(sse_server, 0)  # and its subscription has ended
         raw = await read_until_closed(sock, 30)
     finally:
         sock.close()
