@@ -174,7 +174,8 @@ def sse_limits(s: Settings) -> list[tuple[str, str, str]]:
         ),
         (
             "a quiet event stream",
-            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} without events",
+            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} to "
+            f"{_seconds(s.sse_keep_alive_seconds * 1.5)} without events",
             "`BATON_SSE_KEEP_ALIVE_SECONDS`",
         ),
         (

@@ -396,7 +396,8 @@ VARIABLES = (
         "BATON_SSE_KEEP_ALIVE_SECONDS",
         "sse_keep_alive_seconds",
         "15",
-        "an event stream quiet this long gets a comment line, so proxies keep it open",
+        "an event stream that has sent nothing for this long gets a comment line (within "
+        "half as long again), so proxies keep it open",
         number(float, 0.1, 3600),
     ),
     Variable(

@@ -186,10 +186,9 @@ async def test_a_stream_whose_client_stops_reading_is_dropped_past_its_bound() -
 
 async def test_a_quiet_stream_sends_comments_and_events_in_between() -> None:
     peer, closed = Peer(), asyncio.Event()
-    stream = _Stream(1 << 20)
-    serving = asyncio.create_task(
-        handler(keep_alive=0.05)._serve(stream, events(closed, 0.3), peer.receive, peer.send)
-    )
+    stream, sse = _Stream(1 << 20), handler(keep_alive=0.05)
+    sse.streams.add(stream)  # as `__call__` does: the keep-alive timer goes over these
+    serving = asyncio.create_task(sse._serve(stream, events(closed, 0.3), peer.receive, peer.send))
     await asyncio.sleep(0.7)
     serving.cancel()
     with pytest.raises(asyncio.CancelledError):

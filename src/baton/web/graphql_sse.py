@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
@@ -110,6 +111,7 @@ class GraphQLSSE:
         self.streams: set[_Stream] = set()  # open in this process
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._keep_alive: asyncio.Task[None] | None = None
 
     def stop_soon(self) -> None:
         """The server is stopping; called from its signal handler, so the work is scheduled
@@ -228,7 +230,10 @@ class GraphQLSSE:
         """Events from `source` to the client until either ends, or the stream is ended."""
         producer = asyncio.create_task(_produce(stream, source))
         stream.producer = producer
-        writer = asyncio.create_task(_write(stream, send, self.limits.keep_alive))
+        writer = asyncio.create_task(_write(stream, send))
+        stream.serving = True
+        if self._keep_alive is None or self._keep_alive.done():
+            self._keep_alive = asyncio.create_task(self._keep_quiet_streams_alive())
         gone = asyncio.create_task(_disconnected(receive))
         ended = asyncio.create_task(stream.ended.wait())
         tasks = (producer, writer, gone, ended)
@@ -249,6 +254,18 @@ class GraphQLSSE:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
+    async def _keep_quiet_streams_alive(self) -> None:
+        """One timer for every stream of the process (one per stream would be set again for
+        each event): a stream that has written nothing for the keep-alive period gets a
+        comment, within half a period more."""
+        period = self.limits.keep_alive
+        while self.streams:
+            await asyncio.sleep(period / 2)
+            quiet = time.monotonic() - period
+            for stream in list(self.streams):
+                if stream.serving and not stream.finished and stream.written_at <= quiet:
+                    stream.put(KEEP_ALIVE)
+
 
 class _Stream:
     """One open event stream: the events waiting for its client, at most `limit` bytes of
@@ -258,7 +275,9 @@ class _Stream:
         self.limit = limit
         self.frames: deque[bytes] = deque()
         self.queued = 0
-        self.ready = asyncio.Event()  # frames are waiting, or the end is
+        self._wake: asyncio.Future[None] | None = None  # the writer, waiting for frames
+        self.serving = False
+        self.written_at = time.monotonic()
         self.ended = asyncio.Event()  # stop serving (revoked or dropped)
         self.finished = False  # nothing comes after the frames queued now
         self.closing = False  # ended by the server: its last frames get a bounded time
@@ -274,7 +293,7 @@ class _Stream:
             return False
         self.frames.append(frame)
         self.queued += len(frame)
-        self.ready.set()
+        self._signal()
         return True
 
     def finish(self, frame: bytes) -> None:
@@ -282,7 +301,19 @@ class _Stream:
         self.frames.append(frame)
         self.queued += len(frame)
         self.finished = True
-        self.ready.set()
+        self._signal()
+
+    def _signal(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def wait(self) -> None:
+        """Until frames are queued (the writer's wait; one future, no timer)."""
+        self._wake = asyncio.get_running_loop().create_future()
+        try:
+            await self._wake
+        finally:
+            self._wake = None
 
     def take(self) -> bytes:
         frames = b"".join(self.frames)
@@ -334,26 +365,22 @@ async def _produce(stream: _Stream, source: AsyncGenerator[Outcome, None]) -> No
         await source.aclose()
 
 
-async def _write(stream: _Stream, send: Send, keep_alive: float) -> None:
-    """Send what is queued, all of it in one write; a comment after `keep_alive` seconds of
-    silence; the end of the body after the last frame."""
+async def _write(stream: _Stream, send: Send) -> None:
+    """Send what is queued, all of it in one write, and the end of the body after the last
+    frame."""
     while True:
         if not stream.frames:
             if stream.finished:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            stream.ready.clear()
-            try:
-                async with asyncio.timeout(keep_alive):
-                    await stream.ready.wait()
-            except TimeoutError:
-                await send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+            await stream.wait()
             continue
         body = stream.take()
-        if stream.finished and not stream.frames:
-            await send({"type": "http.response.body", "body": body, "more_body": False})
+        last = stream.finished and not stream.frames
+        await send({"type": "http.response.body", "body": body, "more_body": not last})
+        stream.written_at = time.monotonic()
+        if last:
             return
-        await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
 async def _disconnected(receive: Receive) -> None:
