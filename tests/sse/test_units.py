@@ -77,22 +77,26 @@ def test_the_stream_settings_are_read_and_checked() -> None:
     }
 
 
+async def never(message: Any) -> None:
+    raise AssertionError("nothing is written before the stream serves")
+
+
 async def test_the_queue_takes_one_frame_of_any_size_then_holds_to_its_bound() -> None:
-    stream = _Stream(limit=100)
-    assert stream.put(b"x" * 500)  # alone in the queue: any event the engine allows fits
+    stream = _Stream(100, never)  # not serving yet: frames are queued
+    assert stream.write(b"x" * 500)  # alone in the queue: any event the engine allows fits
     assert stream.take() == b"x" * 500 and stream.queued == 0
-    assert stream.put(b"a" * 60) and stream.put(b"b" * 40)
+    assert stream.write(b"a" * 60) and stream.write(b"b" * 40)
     assert not stream.dropped
-    assert not stream.put(b"c")
-    assert stream.dropped and stream.ended.is_set()
+    assert not stream.write(b"c")
+    assert stream.dropped and stream.over.is_set()
 
 
 async def test_revoking_discards_what_waits_and_queues_the_error_then_complete() -> None:
-    stream = _Stream(limit=1000)
-    stream.put(next_event('{"data":1}'))
+    stream = _Stream(1000, never)
+    stream.write(next_event('{"data":1}'))
     stream.revoke()
     assert stream.take() == next_event(REVOKED) + COMPLETE
-    assert stream.finished and stream.revoked and stream.ended.is_set()
+    assert stream.finished and stream.revoked and stream.over.is_set()
 
 
 class Peer:
@@ -142,30 +146,46 @@ def events(closed: asyncio.Event, pause: float) -> AsyncGenerator[Outcome, None]
     return source()
 
 
+def serving(sse: GraphQLSSE, stream: _Stream, source: Any, peer: Peer) -> asyncio.Task[None]:
+    sse.streams.add(stream)  # as `__call__` does: the keep-alive timer goes over these
+    return asyncio.create_task(sse._serve(stream, source, peer.receive))
+
+
+async def test_events_are_written_without_a_task_while_the_client_keeps_up() -> None:
+    peer, closed = Peer(), asyncio.Event()
+    stream = _Stream(1 << 20, peer.send)
+    task = serving(handler(), stream, events(closed, 0.01), peer)
+    await asyncio.wait_for(peer.got_event.wait(), 5)
+    while peer.body().count(b"event: next") < 5:
+        assert stream.flusher is None and not stream.frames
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert closed.is_set()
+
+
 async def test_a_revoked_stream_whose_client_does_not_read_ends_after_the_grace_period() -> None:
     """Closing never waits on the peer: its last events get `CLOSE_GRACE_SECONDS`."""
     peer, closed = Peer(stalls_after=1), asyncio.Event()
-    sse = handler(max_queued_bytes=1 << 20)
-    stream = _Stream(1 << 20)
-    serving = asyncio.create_task(sse._serve(stream, events(closed, 0.01), peer.receive, peer.send))
+    stream = _Stream(1 << 20, peer.send)
+    task = serving(handler(max_queued_bytes=1 << 20), stream, events(closed, 0.01), peer)
     await asyncio.sleep(0.2)  # events pile up behind the stalled send
-    assert stream.queued > 0 and not serving.done()
+    assert stream.queued > 0 and stream.flusher is not None and not task.done()
     started = time.monotonic()
     stream.revoke()
-    await asyncio.wait_for(serving, CLOSE_GRACE_SECONDS + 5)
+    await asyncio.wait_for(task, CLOSE_GRACE_SECONDS + 5)
     assert time.monotonic() - started >= CLOSE_GRACE_SECONDS - 0.1
     assert closed.is_set()  # the subscription's source is closed
 
 
 async def test_a_revoked_stream_whose_client_reads_ends_with_the_error_and_complete() -> None:
     peer, closed = Peer(), asyncio.Event()
-    stream = _Stream(1 << 20)
-    serving = asyncio.create_task(
-        handler()._serve(stream, events(closed, 0.05), peer.receive, peer.send)
-    )
+    stream = _Stream(1 << 20, peer.send)
+    task = serving(handler(), stream, events(closed, 0.05), peer)
     await asyncio.wait_for(peer.got_event.wait(), 5)
     stream.revoke()
-    await asyncio.wait_for(serving, CLOSE_GRACE_SECONDS)
+    await asyncio.wait_for(task, CLOSE_GRACE_SECONDS)
     assert peer.body().endswith(next_event(REVOKED) + COMPLETE)
     assert peer.sent[-1]["more_body"] is False
     assert closed.is_set()
@@ -173,11 +193,9 @@ async def test_a_revoked_stream_whose_client_reads_ends_with_the_error_and_compl
 
 async def test_a_stream_whose_client_stops_reading_is_dropped_past_its_bound() -> None:
     peer, closed = Peer(stalls_after=1), asyncio.Event()
-    stream = _Stream(64 * 1024)
-    serving = asyncio.create_task(
-        handler()._serve(stream, events(closed, 0), peer.receive, peer.send)
-    )
-    await asyncio.wait_for(serving, 10)
+    stream = _Stream(64 * 1024, peer.send)
+    task = serving(handler(), stream, events(closed, 0), peer)
+    await asyncio.wait_for(task, 10)
     assert stream.dropped and not stream.revoked
     assert stream.queued <= 64 * 1024
     assert closed.is_set()
@@ -186,13 +204,12 @@ async def test_a_stream_whose_client_stops_reading_is_dropped_past_its_bound() -
 
 async def test_a_quiet_stream_sends_comments_and_events_in_between() -> None:
     peer, closed = Peer(), asyncio.Event()
-    stream, sse = _Stream(1 << 20), handler(keep_alive=0.05)
-    sse.streams.add(stream)  # as `__call__` does: the keep-alive timer goes over these
-    serving = asyncio.create_task(sse._serve(stream, events(closed, 0.3), peer.receive, peer.send))
+    stream = _Stream(1 << 20, peer.send)
+    task = serving(handler(keep_alive=0.05), stream, events(closed, 0.3), peer)
     await asyncio.sleep(0.7)
-    serving.cancel()
+    task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await serving
+        await task
     body = peer.body()
     assert body.count(b"event: next") >= 2
     assert body.count(b":\n\n") >= 4  # several comments between events 0.3 s apart
