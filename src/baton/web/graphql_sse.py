@@ -21,9 +21,10 @@ Once open, a stream ends with `complete` when its operation does (a subscription
 failing included: its errors come first, in a `next`); when the client goes away; when its
 token stops working (one `next` with an `unauthenticated` error, then `complete`, within the
 token check period, `baton.web.revocation`; a client that does not read is cut off after
-`CLOSE_GRACE_SECONDS`); or, with no `complete`, when its client stops reading: each stream
-queues at most `max_queued_bytes` of events besides the one being written, and is dropped past
-that. A client that reconnects with `after` set to the last event id it saw misses nothing.
+`CLOSE_GRACE_SECONDS`); or, with no `complete`, when the server stops, or when its client
+stops reading: while a client is behind, its stream queues at most `max_queued_bytes` of
+events besides the first, and is dropped past that. A client that reconnects with `after` set
+to the last event id it saw misses nothing.
 """
 
 from __future__ import annotations
