@@ -1,10 +1,12 @@
 """Live delivery benchmark: how fast and how completely `taskEvents` reaches N subscribers.
 
     .venv/bin/python -m bench.live_delivery [--subscribers 1,100,1000,10000] [--events 200]
+        [--transport ws|sse]
 
-For each subscriber level: a fresh `baton serve` process; N WebSocket subscribers in worker
-processes, all on one project; a steady stream of moves over HTTP; latency = receive time at a
-subscriber - arrival of the mutation's HTTP response. See bench/README.md.
+For each subscriber level: a fresh `baton serve` process; N WebSocket (or Server-Sent Events)
+subscribers in worker processes, all on one project; a steady stream of moves over HTTP;
+latency = receive time at a subscriber - arrival of the mutation's HTTP response. See
+bench/README.md.
 """
 
 from __future__ import annotations
@@ -285,6 +287,7 @@ class Setup:
     requester: str
     assignee: str
     logs: Path
+    transport: str = "ws"
 
 
 def progress(message: str) -> None:
@@ -294,10 +297,15 @@ def progress(message: str) -> None:
 
 async def run_level(setup: Setup, level: Level) -> Level:
     n = level.subscribers
-    # One token stands for every subscriber here: lift the per-token cap on sockets.
-    env = {"BATON_MAX_SOCKETS_PER_TOKEN": "1000000"}
+    # One token stands for every subscriber here: lift the per-token caps on sockets and
+    # streams (and the process's cap on streams).
+    caps = {
+        "BATON_MAX_SOCKETS_PER_TOKEN": "1000000",
+        "BATON_SSE_MAX_STREAMS": str(n + 10),
+        "BATON_SSE_MAX_STREAMS_PER_TOKEN": str(n + 10),
+    }
     server = await asyncio.to_thread(
-        start_server, setup.database_url, setup.logs / f"{n}.log", (), env
+        start_server, setup.database_url, setup.logs / f"{n}.log", env=caps
     )
     progress(f"{n} subscribers: baton serve pid {server.pid} at {server.url}")
     mover = Mover(server.url, setup.admin_token)
@@ -339,7 +347,9 @@ def _tail(log: Path, lines: int = 20) -> str:
 def _spec(setup: Setup, server: Server, project: str, cursor: int) -> WorkerSpec:
     """Every subscriber: the bench project's events after `cursor` (none yet), then live."""
     variables = {"filter": {"projects": [project]}, "after": str(cursor)}
-    return WorkerSpec(server.url, setup.watcher_token, TASK_EVENTS, variables, count=0)
+    return WorkerSpec(
+        server.url, setup.watcher_token, TASK_EVENTS, variables, count=0, transport=setup.transport
+    )
 
 
 async def _measure(server: Server, mover: Mover, pool: WorkerPool, level: Level) -> None:
@@ -439,9 +449,10 @@ RTT p50: the moves' HTTP round trip. kept B/deliv: server RSS growth during the 
 Rate: each level drives min(--rate, --max-offered / subscribers) moves per second, so that no
   level is pushed past what one server process can deliver; events per level are capped at
   --max-deliveries / subscribers.
-CAVEAT: the subscribers are Python (websockets' sans-I/O parser on asyncio, no JSON parse per
-  event) in worker processes on the SAME {cpus} CPUs as the server and PostgreSQL; their CPU per
-  delivery is "client µs". With remote clients the server would have those cycles to itself."""
+CAVEAT: the subscribers are Python (websockets' sans-I/O parser, or a regex over the event
+  stream's bytes, on asyncio; no JSON parse per event) in worker processes on the SAME {cpus}
+  CPUs as the server and PostgreSQL; their CPU per delivery is "client µs". With remote clients
+  the server would have those cycles to itself."""
 
 
 def notes(level: Level) -> list[str]:
@@ -472,7 +483,14 @@ def footer(levels: list[Level], capped: list[str], where: str) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m bench.live_delivery",
-        description="Live delivery of taskEvents to N WebSocket subscribers; see bench/README.md.",
+        description="Live delivery of taskEvents to N WebSocket (or SSE) subscribers; see "
+        "bench/README.md.",
+    )
+    p.add_argument(
+        "--transport",
+        choices=("ws", "sse"),
+        default="ws",
+        help="ws: graphql-transport-ws; sse: GraphQL over Server-Sent Events (graphql-sse)",
     )
     p.add_argument("--subscribers", default=DEFAULT_LEVELS, help="comma-separated levels")
     p.add_argument("--events", type=int, default=200, help="measured events per level")
@@ -513,7 +531,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Level], list[str]]:
     return levels, capped
 
 
-async def prepare(database_url: str, logs: Path) -> Setup:
+async def prepare(database_url: str, logs: Path, transport: str = "ws") -> Setup:
     await migrate.upgrade_url(database_url)
     db = await Database.connect(database_url, min_size=1, max_size=1)
     try:
@@ -523,7 +541,7 @@ async def prepare(database_url: str, logs: Path) -> Setup:
         watcher = await create_token(db, Principal(PrincipalKind.AGENT, assignee))
     finally:
         await db.close()
-    return Setup(database_url, admin, watcher, requester, assignee, logs)
+    return Setup(database_url, admin, watcher, requester, assignee, logs, transport)
 
 
 def machine() -> str:
@@ -536,7 +554,7 @@ def machine() -> str:
 async def run_levels(args: argparse.Namespace, levels: list[Level], logs: Path) -> str:
     """Runs every level on one fresh database; returns where the database lived."""
     async with bench_database(args.database_url) as (url, where):
-        setup = await prepare(url, logs)
+        setup = await prepare(url, logs, args.transport)
         print(HEADER, flush=True)
         for level in levels:
             try:
@@ -551,7 +569,11 @@ async def main_async(args: argparse.Namespace) -> int:
     started = time.monotonic()
     levels, capped = plan(args)
     print(machine())
-    print(f"levels {args.levels}; open-files limit {raise_open_files_limit()}\n", flush=True)
+    transport = "Server-Sent Events" if args.transport == "sse" else "graphql-transport-ws"
+    print(
+        f"levels {args.levels} over {transport}; open-files limit {raise_open_files_limit()}\n",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="baton-bench-", dir="/tmp") as logs:
         where = await run_levels(args, levels, Path(logs))
     print("\n" + DETAIL_HEADER)

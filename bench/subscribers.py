@@ -49,6 +49,7 @@ class WorkerSpec:
     query: str
     variables: dict[str, Any]
     count: int
+    transport: str = "ws"  # or "sse": `bench.sse_subscribers`
 
 
 @dataclass
@@ -199,18 +200,22 @@ async def _serve_orders(conn: Connection, subscribers: list[Subscriber]) -> None
     conn.send(("result", result))
 
 
-async def _open_all(spec: WorkerSpec) -> tuple[list[Subscriber], list[str]]:
+async def _open_all(spec: WorkerSpec) -> tuple[list[Any], list[str]]:
     loop = asyncio.get_running_loop()
     parts = urlsplit(spec.http_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     limit = asyncio.Semaphore(CONNECT_CONCURRENCY)
-    subscribers: list[Subscriber] = []
+    subscribers: list[Any] = []  # Subscriber or SSESubscriber: the same attributes
     errors: list[str] = []
+
+    from .sse_subscribers import SSESubscriber
+
+    kind = SSESubscriber if spec.transport == "sse" else Subscriber
 
     async def open_one() -> None:
         async with limit:
             subscribed: asyncio.Future[None] = loop.create_future()
-            subscriber = Subscriber(spec, subscribed)
+            subscriber = kind(spec, subscribed)
             try:
                 await loop.create_connection(lambda: subscriber, host, port)
                 await asyncio.wait_for(subscribed, CONNECT_TIMEOUT)

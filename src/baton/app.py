@@ -46,7 +46,9 @@ from baton.store.records import EventRecord, RunEventRecord
 from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
+from baton.web.graphql_sse import GraphQLSSE, StreamLimits
 from baton.web.graphql_ws import GraphQLWS, SocketLimits
+from baton.web.sse_protocol import wants_event_stream
 from baton.webhooks.addresses import Policy
 from baton.webhooks.signing import SecretBox
 from baton.webhooks.worker import DeliveryWorker, WorkerSettings
@@ -55,8 +57,9 @@ log = logging.getLogger("baton")
 
 GRAPHQL = "/graphql"
 MCP = "/mcp"
+GRAPHQL_STREAM = "/graphql/stream"  # GraphQL over SSE whatever the Accept header says
 READYZ_UNAVAILABLE = "the database does not answer"
-COUNTED_PATHS = frozenset({GRAPHQL, MCP, "/healthz", "/readyz", "/metrics"})
+COUNTED_PATHS = frozenset({GRAPHQL, GRAPHQL_STREAM, MCP, "/healthz", "/readyz", "/metrics"})
 
 
 @dataclass
@@ -100,8 +103,10 @@ async def _sweep(runs: RunService, lease_seconds: float) -> None:
 
 
 class Front:
-    """The app uvicorn runs: `/graphql` to its handlers, `/mcp` to the MCP door, the rest to
-    Starlette; counts every answered HTTP request by path and status for /metrics."""
+    """The app uvicorn runs: `/graphql` to its handlers (HTTP, WebSocket, and Server-Sent
+    Events for a request that accepts `text/event-stream`, or on `/graphql/stream`), `/mcp` to
+    the MCP door, the rest to Starlette; counts every answered HTTP request by path and status
+    for /metrics."""
 
     def __init__(
         self,
@@ -110,13 +115,21 @@ class Front:
         rest: ASGIApp,
         metrics_at: tuple[str, int] | None = None,
         mcp: ASGIApp | None = None,
+        *,
+        sse: GraphQLSSE | None = None,
     ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
         self.mcp = mcp
+        self.sse = sse
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
+
+    def stopping(self) -> None:
+        """Called by the server's signal handler as it begins to stop."""
+        if self.sse is not None:
+            self.sse.stop_soon()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -137,11 +150,20 @@ class Front:
             app = self.http if path == GRAPHQL else self.rest
             if path == MCP and self.mcp is not None:
                 app = self.mcp
+            elif self.sse is not None and (
+                path == GRAPHQL_STREAM or (path == GRAPHQL and _accepts_events(scope))
+            ):
+                app = self.sse
             await app(scope, receive, counted)
         elif kind == "websocket" and scope["path"] == GRAPHQL:
             await self.ws(scope, receive, send)
         else:
             await self.rest(scope, receive, send)
+
+
+def _accepts_events(scope: Scope) -> bool:
+    accept = b",".join(value for name, value in scope["headers"] if name == b"accept")
+    return bool(accept) and wants_event_stream(accept.decode("latin-1"))
 
 
 def _metrics_refused(status: int, why: str) -> Response:
@@ -292,10 +314,19 @@ def create_app(
         ],
         lifespan=lifespan,
     )
+    stream_limits = StreamLimits(
+        keep_alive=settings.sse_keep_alive_seconds,
+        max_streams=settings.sse_max_streams,
+        max_streams_per_token=settings.sse_max_streams_per_token,
+        max_queued_bytes=settings.sse_max_queued_bytes,
+        max_body_bytes=settings.max_body_bytes,
+        token_check=settings.token_check_seconds,
+    )
     return Front(
         GraphQLHTTP(engine, tokens, context, settings.max_body_bytes),
         GraphQLWS(engine, tokens, context, socket_limits),
         rest,
         settings.metrics_address,
         mcp,
+        sse=GraphQLSSE(engine, tokens, context, stream_limits),
     )

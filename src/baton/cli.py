@@ -338,7 +338,12 @@ def _run_server(
         ws_max_size=settings.max_body_bytes,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
-    _make_server(config, stop_by).run(sockets=sockets)
+
+    def stopping() -> None:
+        app.stopping()  # event streams end now, not when the graceful shutdown runs out
+        stop_by()
+
+    _make_server(config, stopping).run(sockets=sockets)
 
 
 # --- other commands ----------------------------------------------------------------------

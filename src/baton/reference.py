@@ -135,6 +135,7 @@ def limits_table() -> str:
         ),
         *webhook_limits(s),
         *mcp_limits(s),
+        *sse_limits(s),
     ]
     lines = ["| limit | value | set by |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -229,6 +230,42 @@ def mcp_limits(s: Settings) -> list[tuple[str, str, str]]:
             f"at most {MAX_GRAPH_NODES:,} nodes / looks at the newest {WAITING_SCAN} open tasks "
             "and runs",
             "`baton.mcp.tools`",
+        ),
+    ]
+
+
+def sse_limits(s: Settings) -> list[tuple[str, str, str]]:
+    from baton.web.graphql_sse import CLOSE_GRACE_SECONDS
+
+    return [
+        (
+            "event streams (GraphQL over SSE) open at once",
+            f"{s.sse_max_streams:,} per process; past it 503 with Retry-After",
+            "`BATON_SSE_MAX_STREAMS`",
+        ),
+        (
+            "event streams open at once with one token",
+            f"{s.sse_max_streams_per_token} per process; past it 429",
+            "`BATON_SSE_MAX_STREAMS_PER_TOKEN`",
+        ),
+        (
+            "events waiting for one stream's client",
+            f"{_size(s.sse_max_queued_bytes)} besides the one being sent; past it the stream "
+            "is dropped",
+            "`BATON_SSE_MAX_QUEUED_BYTES`",
+        ),
+        (
+            "a quiet event stream",
+            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} to "
+            f"{_seconds(s.sse_keep_alive_seconds * 1.5)} without events",
+            "`BATON_SSE_KEEP_ALIVE_SECONDS`",
+        ),
+        (
+            "an event stream whose token is revoked or expires",
+            f"ended within {_seconds(s.token_check_seconds)} (an `unauthenticated` error, then "
+            f"`complete`; a client that does not read them is cut off "
+            f"{_seconds(CLOSE_GRACE_SECONDS)} later)",
+            "`BATON_TOKEN_CHECK_SECONDS`",
         ),
     ]
 

@@ -71,6 +71,11 @@ class Settings:
     # For `baton mcp` (a client of a running server): where it is, and the token to use.
     url: str = "http://127.0.0.1:8000"
     token: str | None = None
+    # GraphQL over Server-Sent Events (baton.web.graphql_sse): kept together.
+    sse_keep_alive_seconds: float = 15.0
+    sse_max_streams: int = 10_000
+    sse_max_streams_per_token: int = 100
+    sse_max_queued_bytes: int = 1024 * 1024
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -323,8 +328,8 @@ VARIABLES = (
         "BATON_TOKEN_CHECK_SECONDS",
         "token_check_seconds",
         "5",
-        "a revoked or expired token stops working within this many seconds (HTTP and "
-        "open WebSockets, which are closed with 4403)",
+        "a revoked or expired token stops working within this many seconds (HTTP, open "
+        "WebSockets, which are closed with 4403, event streams and MCP sessions)",
         number(float, 0.1, 300),
     ),
     # WebSocket hardening: what one socket or one token may hold (see baton.web.graphql_ws).
@@ -472,6 +477,37 @@ VARIABLES = (
         "unset",
         "for `baton mcp`: the API token it acts with (`baton token create`); required there",
         text,
+    ),
+    # --- GraphQL over Server-Sent Events ---
+    Variable(
+        "BATON_SSE_KEEP_ALIVE_SECONDS",
+        "sse_keep_alive_seconds",
+        "15",
+        "an event stream that has sent nothing for this long gets a comment line (within "
+        "half as long again), so proxies keep it open",
+        number(float, 0.1, 3600),
+    ),
+    Variable(
+        "BATON_SSE_MAX_STREAMS",
+        "sse_max_streams",
+        "10000",
+        "event streams one process keeps open at once (past it 503 with Retry-After)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_SSE_MAX_STREAMS_PER_TOKEN",
+        "sse_max_streams_per_token",
+        "100",
+        "event streams one token may have open at once on one process (past it 429)",
+        number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_SSE_MAX_QUEUED_BYTES",
+        "sse_max_queued_bytes",
+        "1048576",
+        "bytes of events one stream may hold for a client that does not read them fast "
+        "enough (besides the one being sent); past it the stream is dropped",
+        number(int, 1024, 1024 * 1024 * 1024),
     ),
 )
 

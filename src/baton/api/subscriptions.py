@@ -81,7 +81,9 @@ class RunEventFilter:
 
 
 @strawberry.type(
-    description="Live events, over WebSocket (graphql-transport-ws and the legacy graphql-ws). "
+    description="Live events, over WebSocket (graphql-transport-ws and the legacy graphql-ws) "
+    "and Server-Sent Events (graphql-sse, on `/graphql` with `Accept: text/event-stream`, or "
+    "`/graphql/stream`). "
     "Arguments are checked before the subscription starts, as for queries. Each event is "
     "built within the same budgets as a query's response; an event past one answers its own "
     "`too_expensive` error and the stream goes on. When the source of events fails, the "

@@ -228,7 +228,12 @@ class Engine:
             return ready
         kind = ready.operation.operation
         if kind is OperationType.SUBSCRIPTION:
-            return refused(refusal("subscriptions need a WebSocket (graphql-transport-ws)"))
+            return refused(
+                refusal(
+                    "a subscription needs a stream: a WebSocket (graphql-transport-ws) or "
+                    "Server-Sent Events (Accept: text/event-stream)"
+                )
+            )
         if ready.plan is None or ready.compiler is None:
             return await self._on_graphql_core(ready, request, context)
         run = Run(ready.compiler, context, ready.variables, self.limits.max_response_bytes)
