@@ -225,7 +225,7 @@ async def test_a_subscription_posted_without_asking_for_a_stream_is_told_what_to
     body = json.dumps({"query": TASK_EVENTS}).encode()
     response = await post(live_server, token, body, {"Accept": "application/json"})
     assert response.status_code == 200
-    assert "subscriptions need" in response.json()["errors"][0]["message"]
+    assert "a subscription needs a stream" in response.json()["errors"][0]["message"]
 
 
 async def test_the_stream_path_needs_no_accept_header(
