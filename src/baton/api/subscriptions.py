@@ -92,7 +92,8 @@ class RunEventFilter:
 class Subscription:
     @strawberry.subscription(
         name="taskEvents",
-        description="Events of tasks the caller can see that match `filter`, in commit order. "
+        description="Events of tasks the caller can see that match `filter`, in the log's order "
+        "(one task's in the order of its versions). "
         "With `after` (an event id), first every committed matching event after it, then live "
         "ones, with no gap and no duplicate. Without it, only events committed from now on. "
         "A WebSocket runs at most 100 operations (subscriptions) at once.",
@@ -136,7 +137,8 @@ class Subscription:
 
     @strawberry.subscription(
         name="runEvents",
-        description="Events of runs the caller can see that match `filter`, in commit order. "
+        description="Events of runs the caller can see that match `filter`, in the log's order "
+        "(one run's in the order of its versions). "
         "With `after` (a run event id), first every committed matching event after it, then "
         "live ones, with no gap and no duplicate. Without it, only events committed from now "
         "on. Run event ids are their own sequence, apart from task events'.",

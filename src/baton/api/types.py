@@ -333,12 +333,17 @@ class TaskEvent:
         return ("TaskEvent", self.record.id)
 
     @strawberry.field(
-        description="A cursor: a decimal integer, strictly increasing in commit order across "
-        "the whole server (one sequence for every owner's task events). Gaps between your "
-        "own events therefore show how many events the server committed in between: its "
-        "overall activity, never whose, what or on which task. Baton accepts that, as any "
-        "shared sequence does; a deployment whose tenants must not learn each other's volume "
-        "runs one server (database) per tenant."
+        description="A cursor: a decimal integer, strictly increasing along the task event "
+        "log, one order for the whole server (every owner's task events). The log orders "
+        "events by the transaction that wrote them, then by their place in it: one task's "
+        "events follow its versions, while two tasks' events written at the same moment may "
+        "stand in another order than they committed. Subscriptions and webhooks read the log "
+        "only as far as it is final, so a cursor they gave never skips an event that commits "
+        "later. An id is its transaction's number times 65,536 plus its place: gaps between "
+        "your own events show how many transactions the server ran in between, its overall "
+        "activity, never whose, what or on which task. Baton accepts that, as any shared "
+        "sequence does; a deployment whose tenants must not learn each other's volume runs one "
+        "server (database) per tenant."
     )
     def id(self) -> strawberry.ID:
         return strawberry.ID(str(self.record.id))
