@@ -311,7 +311,13 @@ def _baseline(args: argparse.Namespace, folder: Path) -> Path:
     return target
 
 
-async def prepare(side: Side, url: str, tasks: int) -> Prepared:
+async def prepare(side: Side, url: str, tasks: int, synchronous_commit: str) -> Prepared:
+    conn = await asyncpg.connect(libpq_url(url))
+    try:  # every later session on the database (servers, raw clients) commits this way
+        name = await conn.fetchval("SELECT current_database()")
+        await conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = {synchronous_commit}')
+    finally:
+        await conn.close()
     await asyncio.to_thread(_migrate, side, url)
     seeded = await asyncio.to_thread(_inside, side, url, "seed", str(tasks))
     return Prepared(side, url, list(seeded["ids"]), str(seeded["token"]))  # type: ignore[call-overload]
@@ -336,7 +342,7 @@ async def main(args: argparse.Namespace) -> int:
             prepared = []
             for side, url in zip(sides, (url_a, url_b), strict=True):
                 log(f"preparing {side.name}: {args.tasks} tasks")
-                prepared.append(await prepare(side, url, args.tasks))
+                prepared.append(await prepare(side, url, args.tasks, args.synchronous_commit))
             for repetition in range(args.repetitions):
                 order = prepared if repetition % 2 == 0 else prepared[::-1]
                 for kind in ("Baton", "raw asyncpg"):
@@ -367,8 +373,9 @@ def report(
     lines += [
         "",
         f"Moves (saveCheckpoint) per second at c={args.concurrency}, `baton serve --workers "
-        f"{args.workers}` with {args.pool} database connections, {args.duration} s after 2 s "
-        f"of warm-up, median of {args.repetitions}:",
+        f"{args.workers}` with {args.pool} database connections, synchronous_commit "
+        f"{args.synchronous_commit}, {args.duration} s after 2 s of warm-up, median of "
+        f"{args.repetitions}:",
         "",
         "| | Baton | raw asyncpg (same statement) | Baton ÷ raw |",
         "| --- | --- | --- | --- |",
@@ -393,6 +400,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pool", type=int, default=64, help="BATON_DATABASE_POOL_SIZE")
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument(
+        "--synchronous-commit",
+        choices=("on", "off"),
+        default="on",
+        help="set on the bench databases: off shows the lock's cost when a flush costs nothing",
+    )
     return parser.parse_args(argv)
 
 
