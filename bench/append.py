@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
+import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from baton.store.db import libpq_url
 from bench.compare import wrk
@@ -243,22 +245,36 @@ def _lua(prepared: Prepared) -> str:
     return wrk.script(body, prepared.token, values, '"MoveSuccess"')
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its children (the `--workers` processes)."""
+    parent = psutil.Process(pid)
+    total = 0.0
+    for process in [parent, *parent.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def measure_baton(
     prepared: Prepared, wrk_path: str, args: argparse.Namespace, folder: Path
-) -> float:
+) -> tuple[float, float]:
+    """Moves per second, and the servers' CPU milliseconds per move."""
     server = _serve(prepared.side, prepared.url, args.workers, args.pool, folder)
     try:
         lua = _lua(prepared)
         endpoint = f"{server.url}/graphql"
         wrk.run(wrk_path, endpoint, lua, folder, concurrency=args.concurrency, seconds=2)
+        cpu = _cpu_seconds(server.pid)
         result = wrk.run(
             wrk_path, endpoint, lua, folder, concurrency=args.concurrency, seconds=args.duration
         )
+        cpu = _cpu_seconds(server.pid) - cpu
     finally:
         stop(server)
     if result.errors:
         raise RuntimeError(f"{prepared.side.name}: {result.errors} bad answers: {result.sample}")
-    return result.rate
+    return result.rate, 1000 * cpu / max(result.requests, 1)
 
 
 def measure_raw(prepared: Prepared, args: argparse.Namespace, folder: Path) -> float:
@@ -333,6 +349,7 @@ async def main(args: argparse.Namespace) -> int:
             Side("after (this tree)", REPO),
         ]
         rates: dict[tuple[str, str], list[float]] = {}
+        cpu: dict[str, list[float]] = {}
         async with (
             bench_database(server_url, "baton_append_a") as (url_a, where),
             bench_database(server_url, "baton_append_b") as (url_b, _),
@@ -349,18 +366,22 @@ async def main(args: argparse.Namespace) -> int:
                     for p in order:
                         log(f"repetition {repetition + 1}: {kind}, {p.side.name}")
                         if kind == "Baton":
-                            rate = await asyncio.to_thread(measure_baton, p, wrk_path, args, folder)
+                            rate, ms = await asyncio.to_thread(
+                                measure_baton, p, wrk_path, args, folder
+                            )
+                            cpu.setdefault(p.side.name, []).append(ms)
                         else:
                             rate = await asyncio.to_thread(measure_raw, p, args, folder)
                         log(f"  {rate:,.0f} moves/s")
                         rates.setdefault((kind, p.side.name), []).append(rate)
-    print(report(facts, rates, sides, args))
+    print(report(facts, rates, cpu, sides, args))
     return 0
 
 
 def report(
     facts: list[tuple[str, str]],
     rates: dict[tuple[str, str], list[float]],
+    cpu: dict[str, list[float]],
     sides: list[Side],
     args: argparse.Namespace,
 ) -> str:
@@ -377,12 +398,13 @@ def report(
         f"{args.synchronous_commit}, {args.duration} s after 2 s of warm-up, median of "
         f"{args.repetitions}:",
         "",
-        "| | Baton | raw asyncpg (same statement) | Baton ÷ raw |",
-        "| --- | --- | --- | --- |",
+        "| | Baton | raw asyncpg (same statement) | Baton ÷ raw | Baton's CPU ms per move |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for side in sides:
         baton, raw = best("Baton", side), best("raw asyncpg", side)
-        lines.append(f"| {side.name} | {baton:,.0f} | {raw:,.0f} | {baton / raw:.2f} |")
+        ms = statistics.median(cpu[side.name])
+        lines.append(f"| {side.name} | {baton:,.0f} | {raw:,.0f} | {baton / raw:.2f} | {ms:.2f} |")
     ratio = best("Baton", after) / best("Baton", before)
     raw_ratio = best("raw asyncpg", after) / best("raw asyncpg", before)
     lines += ["", f"After ÷ before: Baton {ratio:.2f} times, raw statements {raw_ratio:.2f} times."]
