@@ -2,7 +2,7 @@
 
 Every task and run event used to draw its id under one transaction-level advisory lock per log,
 held to the commit, so every commit's flush waited on it. An event's id is now computed by
-`baton_event_id()`, the columns' default: the writing transaction's id (xid8) shifted left by 16
+`baton_event_id()`, the columns' default: the writing transaction's id (xid8) shifted left by 20
 bits, plus the event's number within the transaction (counted in a transaction-local setting).
 Readers pass only ids below the oldest running transaction (see `baton.store.eventlog`).
 
@@ -36,12 +36,12 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n integer := coalesce(nullif(current_setting('baton.event_seq', true), ''), '0')::integer;
 BEGIN
-    IF n >= 65536 THEN
-        RAISE EXCEPTION 'baton: a transaction may append at most 65536 events';
+    IF n >= 1048576 THEN
+        RAISE EXCEPTION 'baton: a transaction may append at most 1048576 events';
     END IF;
     -- Transaction-local: the next transaction counts from 0 again.
     PERFORM set_config('baton.event_seq', (n + 1)::text, true);
-    RETURN (pg_current_xact_id()::text::bigint << 16) + n;
+    RETURN (pg_current_xact_id()::text::bigint << 20) + n;
 END
 $$
 """
@@ -54,7 +54,7 @@ DECLARE
         (SELECT coalesce(max(id), 0) FROM task_events),
         (SELECT coalesce(max(id), 0) FROM run_events));
 BEGIN
-    IF newest >= (pg_current_xact_id()::text::bigint << 16) THEN
+    IF newest >= (pg_current_xact_id()::text::bigint << 20) THEN
         RAISE EXCEPTION 'baton: event id % is not below this cluster''s transaction ids; '
             'raise the epoch (pg_resetwal --epoch) before upgrading', newest;
     END IF;

@@ -339,7 +339,7 @@ class TaskEvent:
         "events follow its versions, while two tasks' events written at the same moment may "
         "stand in another order than they committed. Subscriptions and webhooks read the log "
         "only as far as it is final, so a cursor they gave never skips an event that commits "
-        "later. An id is its transaction's number times 65,536 plus its place: gaps between "
+        "later. An id is its transaction's number times 1,048,576 plus its place: gaps between "
         "your own events show how many transactions the server ran in between, its overall "
         "activity, never whose, what or on which task. Baton accepts that, as any shared "
         "sequence does; a deployment whose tenants must not learn each other's volume runs one "

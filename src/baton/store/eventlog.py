@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from baton.store.db import Connection
 
-SEQ_BITS = 16  # events one transaction may append: 65,536 (a move appends one or two)
+# Events one transaction may append: 1,048,576 (a move appends one to three; a bulk load of more
+# splits into transactions).
+SEQ_BITS = 20
 
 # Ids below this are final (see the module docstring); an SQL expression, one per statement.
 READABLE_BELOW = f"(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {SEQ_BITS})"
