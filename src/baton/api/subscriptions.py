@@ -95,7 +95,8 @@ class Subscription:
         description="Events of tasks the caller can see that match `filter`, in the log's order "
         "(one task's in the order of its versions). "
         "With `after` (an event id), first every committed matching event after it, then live "
-        "ones, with no gap and no duplicate. Without it, only events committed from now on. "
+        "ones, with no gap and no duplicate. Without it, events committed from now on (and any "
+        "that committed a moment before while an older transaction was still running). "
         "A WebSocket runs at most 100 operations (subscriptions) at once.",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
@@ -140,8 +141,9 @@ class Subscription:
         description="Events of runs the caller can see that match `filter`, in the log's order "
         "(one run's in the order of its versions). "
         "With `after` (a run event id), first every committed matching event after it, then "
-        "live ones, with no gap and no duplicate. Without it, only events committed from now "
-        "on. Run event ids are their own sequence, apart from task events'.",
+        "live ones, with no gap and no duplicate. Without it, events committed from now on (and "
+        "any that committed a moment before while an older transaction was still running). "
+        "Run event ids are their own sequence, apart from task events'.",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
     async def run_events(
