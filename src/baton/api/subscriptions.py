@@ -9,8 +9,9 @@ from strawberry.types import Info
 
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.api.pages import parse_event_cursor
 from baton.api.runs import RunEventEntry
-from baton.api.types import MAX_FILTER_VALUES, Task, TaskEvent, filter_problem, parse_event_cursor
+from baton.api.types import MAX_FILTER_VALUES, Task, TaskEvent, filter_problem
 from baton.engine.cost import checked, parses
 from baton.errors import InvalidInput
 from baton.live.filters import EventFilter
