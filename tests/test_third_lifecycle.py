@@ -1,5 +1,6 @@
-"""A third lifecycle, declared here only, gets its GraphQL types, its move results, its live
-filter and its MCP tools from its declaration alone: a ticket, `open` → `closed` by one move.
+"""A third lifecycle, declared here only, gets its event records, its GraphQL types, its move
+results, its live filter and its MCP tools from its declaration alone: a ticket, `open` →
+`closed` by one move.
 
 The GraphQL types run in a schema of their own (no database); the filter's SQL and the store's
 guarded change run on PostgreSQL over temporary tables, so the layout is a working one.
@@ -27,7 +28,8 @@ from baton.mcp.tools import EVERYONE, Door
 from baton.protocol.machine import Machine, Move, StateInfo
 from baton.protocol.params import Kind, Param
 from baton.store.db import Database
-from baton.store.lifecycle import Layout, change_statement
+from baton.store.lifecycle import Layout, change_statement, check_event_record
+from baton.store.records import event_builder
 from baton.store.sql import Params
 
 
@@ -108,30 +110,20 @@ class TicketEventRecord:
     at: datetime
     ticket: TicketRecord
 
-    @classmethod
-    def from_row(cls, row: Any) -> TicketEventRecord:
-        ticket = TicketRecord(
-            id=row["id"],
-            owner=row["owner"],
-            state=TicketState(row["state"]),
-            version=row["version"],
-            created_at=row["updated_at"],
-            updated_at=row["updated_at"],
-        )
-        name, before = row["event_name"], row["event_from"]
-        return cls(
-            id=row["event_id"],
-            kind=row["event_kind"],
-            ticket_id=ticket.id,
-            move=TicketMove(name) if name else None,
-            from_state=TicketState(before) if before else None,
-            to_state=ticket.state,
-            actor=row["event_actor"],
-            reason=row["event_reason"],
-            version=ticket.version,
-            at=ticket.updated_at,
-            ticket=ticket,
-        )
+
+def _ticket(row: Any) -> TicketRecord:
+    return TicketRecord(
+        id=row["id"],
+        owner=row["owner"],
+        state=TicketState(row["state"]),
+        version=row["version"],
+        created_at=row["updated_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+check_event_record(LAYOUT, TicketEventRecord, "ticket")
+ticket_event = event_builder(TicketEventRecord, _ticket, TICKETS, LAYOUT.extras)
 
 
 # --- the declarations: all a ticket needs beside its table and layout ------------------------
@@ -346,6 +338,25 @@ async def test_the_generated_types_answer_from_the_records() -> None:
     }
 
 
+def test_an_event_record_that_does_not_follow_its_layout_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Swapped:
+        id: int
+        kind: str
+        ticket_id: str
+        from_state: TicketState | None
+        move: TicketMove | None
+        to_state: TicketState
+        actor: str
+        reason: str | None
+        version: int
+        at: datetime
+        ticket: TicketRecord
+
+    with pytest.raises(TypeError, match="its layout needs"):
+        check_event_record(LAYOUT, Swapped, "ticket")
+
+
 def test_a_filter_whose_fields_are_not_its_conditions_is_refused() -> None:
     @dataclass(frozen=True)
     class Wrong(LogFilter[TicketEventRecord]):
@@ -411,7 +422,7 @@ async def test_the_layout_moves_a_ticket_and_the_filter_reads_its_log(db: Databa
             )
             row = await conn.fetchrow(sql, *p.values)
             assert row is not None
-            moved.append(TicketEventRecord.from_row(row))
+            moved.append(ticket_event(row))
         assert [(e.ticket_id, e.from_state, e.to_state, e.version) for e in moved] == [
             ("k1", TicketState.open, TicketState.closed, 2),
             ("k2", TicketState.open, TicketState.closed, 2),
