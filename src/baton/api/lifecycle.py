@@ -114,7 +114,7 @@ _NODES: dict[str, type] = {}
 
 def node_type(name: str) -> type:
     """The node type of the lifecycle declared as `name`: how one lifecycle's types wrap
-    another's rows (a task's runs, a run's task) without importing its module."""
+    another's rows (a task's runs) without importing its module."""
     return _NODES[name]
 
 
