@@ -17,7 +17,7 @@ and is larger than that writer's.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -84,6 +84,27 @@ class Layout:
             *(f"{extra} AS event_{extra}" for extra in self.extras),
         ]
         return ", ".join(own)
+
+
+def check_event_record(layout: Layout, record: type, noun: str) -> None:
+    """An event record's fields follow its layout, in the order `baton.store.records.
+    event_builder` fills them; raised at import time when they do not."""
+    names = [f.name for f in fields(record)]
+    expected = [
+        "id",
+        "kind",
+        layout.subject,
+        layout.name,
+        layout.before,
+        layout.after,
+        "actor",
+        *layout.extras,
+        "version",
+        "at",
+        noun,
+    ]
+    if names != expected:
+        raise TypeError(f"{record.__name__} has fields {names}; its layout needs {expected}")
 
 
 def _literal(value: Enum | None) -> str:

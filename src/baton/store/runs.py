@@ -27,7 +27,13 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.protocol.machine import Position
 from baton.protocol.pipeline import EVENTS, PIPELINE, RunActor, RunEvent, RunPhase, RunStatus
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, appending, change_statement, event_pages
+from baton.store.lifecycle import (
+    Layout,
+    appending,
+    change_statement,
+    check_event_record,
+    event_pages,
+)
 from baton.store.records import RunEventRecord, RunRecord
 from baton.store.sql import Params
 from baton.store.tasks import decode_cursor, storable_time
@@ -56,6 +62,7 @@ RUNS = Layout(
     extras=("details",),
     lock=RUN_APPEND_LOCK,
 )
+check_event_record(RUNS, RunEventRecord, "run")
 
 CLAIMABLE = (RunStatus.backlog, RunStatus.waiting_for_agent)
 CLAIMED = RunStatus.in_progress

@@ -22,7 +22,13 @@ from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingO
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, change_statement, event_pages, event_row
+from baton.store.lifecycle import (
+    Layout,
+    change_statement,
+    check_event_record,
+    event_pages,
+    event_row,
+)
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.sql import Params
 
@@ -43,6 +49,7 @@ TASKS = Layout(
     extras=("reason",),
     lock=EVENT_APPEND_LOCK,
 )
+check_event_record(TASKS, EventRecord, "task")
 
 # The task as it was right after event `e`: its fixed columns, and what `e` left the rest at.
 _TASK_AT_EVENT = (
