@@ -416,6 +416,7 @@ async def test_the_layout_moves_a_ticket_and_the_filter_reads_its_log(db: Databa
                 p,
                 pairs=TICKETS.changes(TicketMove.CLOSE),
                 select=f"id = {p(ticket)}",
+                subject="id",
                 name=f"{p(TicketMove.CLOSE.value)}::text",
                 actor=p("owner"),
                 extras={"reason": p("done")},
@@ -433,6 +434,7 @@ async def test_the_layout_moves_a_ticket_and_the_filter_reads_its_log(db: Databa
             again,
             pairs=TICKETS.changes(TicketMove.CLOSE),
             select=f"id = {again('k1')}",
+            subject="id",
             name="'CLOSE'",
         )
         assert await conn.fetchrow(sql, *again.values) is None  # closed has no way out
