@@ -204,8 +204,10 @@ def _stop_embedded(settings: Settings) -> None:
 # --- serve -------------------------------------------------------------------------------
 
 
-def _bind(host: str, port: int, what: str) -> socket.socket:
-    """A listening socket on host:port, or a one-line error."""
+def _bind(host: str, port: int, what: str, *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket on host:port, or a one-line error. With `reuse_port`, other
+    processes that ask for it too may listen on the same port (the kernel spreads new
+    connections among them)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -214,6 +216,8 @@ def _bind(host: str, port: int, what: str) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(2048)
     except OSError as exc:
@@ -280,7 +284,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     # The addresses first, before anything slow starts: one in use ends the command at once.
     try:
-        sockets = [_bind(args.host, args.port, "--host/--port")]
+        sockets = [_bind(args.host, args.port, "--host/--port", reuse_port=args.reuse_port)]
         if settings.metrics_address is not None:
             host, port = settings.metrics_address
             sockets.append(_bind(host, port, "BATON_METRICS_ADDRESS"))
@@ -323,6 +327,7 @@ def _run_server(
     import uvicorn
 
     from baton.app import create_app
+    from baton.web.ws_connection import LeanWebSocketProtocol
 
     app = create_app(settings, run_migrations=False, processes=args.workers)
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
@@ -334,7 +339,7 @@ def _run_server(
         access_log=args.access_log,
         loop="uvloop",
         http="httptools",
-        ws="websockets-sansio",
+        ws=LeanWebSocketProtocol,  # uvicorn's websockets-sansio, holding less per idle socket
         ws_max_size=settings.max_body_bytes,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
@@ -547,6 +552,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="server processes sharing the address; together they use "
         "BATON_DATABASE_POOL_SIZE connections, and each has its own /metrics",
+    )
+    serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share --host/--port with other `baton serve --reuse-port` processes on this "
+        "machine (SO_REUSEPORT: the kernel spreads connections among them); give them a "
+        "BATON_BROADCAST_URL so that each one's subscribers hear of the others' events",
     )
     serve.set_defaults(run=_serve)
 
