@@ -23,13 +23,12 @@ import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import uvicorn
 
 from baton.app import create_app
-from baton.cli import SERVER_GC_THRESHOLDS
+from baton.cli import SERVER_GC_THRESHOLDS, server_config
 from baton.settings import Settings
 
 from .live_delivery import Mover, WorkerPool, prepare, progress
@@ -113,15 +112,11 @@ async def _run(args: argparse.Namespace) -> str:
             gc.set_threshold(*SERVER_GC_THRESHOLDS)
             sock = _free_socket()
             port = sock.getsockname()[1]
-            config = uvicorn.Config(
-                app,
-                log_level="warning",
-                access_log=False,
-                loop="none",  # this process runs uvloop already
-                http="httptools",
-                ws="websockets-sansio" if args.stock else _lean(),
-                ws_max_size=settings.max_body_bytes,
-            )
+            config = server_config(app, settings, loop="none")  # this process runs uvloop
+            if args.stock:
+                config.ws = "websockets-sansio"
+            if args.stock_deflate:
+                config.ws_per_message_deflate = True
             server = uvicorn.Server(config)
             serving = asyncio.create_task(server.serve(sockets=[sock]))
             while not server.started:  # noqa: ASYNC110 (uvicorn offers only this flag)
@@ -132,7 +127,9 @@ async def _run(args: argparse.Namespace) -> str:
             project = f"mem-{secrets.token_hex(3)}"
             cursor = await mover.hand_off(project, setup.requester, setup.assignee)
             variables = {"filter": {"projects": [project]}, "after": str(cursor)}
-            spec = WorkerSpec(base_url, setup.watcher_token, TASK_EVENTS, variables, count=0)
+            spec = WorkerSpec(
+                base_url, setup.watcher_token, TASK_EVENTS, variables, count=0, deflate=args.deflate
+            )
             pools: list[WorkerPool] = []
             try:
                 pools.append(WorkerPool(spec, args.base, 1))
@@ -161,13 +158,6 @@ async def _run(args: argparse.Namespace) -> str:
             return _report(before, after, args.subscribers, rss_after - rss_before, args.top)
 
 
-def _lean() -> Any:
-    """Baton's connection class; absent from code before it (measured with --stock)."""
-    from baton.web.ws_connection import LeanWebSocketProtocol
-
-    return LeanWebSocketProtocol
-
-
 def _accept() -> str:
     from .live_delivery import ACCEPT
 
@@ -183,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=1, help="frames per traceback")
     p.add_argument(
         "--rss-only", action="store_true", help="no tracemalloc (its own bookkeeping is in RSS)"
+    )
+    p.add_argument("--deflate", action="store_true", help="the clients offer permessage-deflate")
+    p.add_argument(
+        "--stock-deflate",
+        action="store_true",
+        help="accept permessage-deflate, as uvicorn does by default",
     )
     p.add_argument(
         "--stock", action="store_true", help="uvicorn's own websockets-sansio connection class"

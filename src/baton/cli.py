@@ -320,29 +320,40 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return code
 
 
-def _run_server(
-    settings: Settings, args: argparse.Namespace, sockets: list[socket.socket], stop_by: Any
-) -> None:
-    """One server process on already bound sockets, until it is told to stop."""
+def server_config(
+    app: Any, settings: Settings, *, access_log: bool = False, loop: str = "uvloop"
+) -> uvicorn.Config:
+    """How `baton serve` runs uvicorn (bench.idle_memory runs the same in its own process)."""
     import uvicorn
 
-    from baton.app import create_app
     from baton.web.ws_connection import LeanWebSocketProtocol
 
-    app = create_app(settings, run_migrations=False, processes=args.workers)
-    gc.set_threshold(*SERVER_GC_THRESHOLDS)
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,
         log_level=settings.log_level,
         # An access line per request costs more than a tenth of a small request's
         # time; /metrics counts requests by path and status instead.
-        access_log=args.access_log,
-        loop="uvloop",
+        access_log=access_log,
+        loop=loop,
         http="httptools",
         ws=LeanWebSocketProtocol,  # uvicorn's websockets-sansio, holding less per idle socket
         ws_max_size=settings.max_body_bytes,
+        # No permessage-deflate: each compressing socket keeps zlib state for its whole life
+        # (bench.idle_memory --deflate), for frames of a few hundred bytes.
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+
+
+def _run_server(
+    settings: Settings, args: argparse.Namespace, sockets: list[socket.socket], stop_by: Any
+) -> None:
+    """One server process on already bound sockets, until it is told to stop."""
+    from baton.app import create_app
+
+    app = create_app(settings, run_migrations=False, processes=args.workers)
+    gc.set_threshold(*SERVER_GC_THRESHOLDS)
+    config = server_config(app, settings, access_log=args.access_log)
 
     def stopping() -> None:
         app.stopping()  # event streams end now, not when the graceful shutdown runs out

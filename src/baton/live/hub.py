@@ -314,8 +314,9 @@ class EventHub(Generic[E]):
 
     # --- streams --------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _subscribed(self) -> AsyncIterator[Subscriber[E]]:
+    async def _subscribe(self) -> Subscriber[E]:
+        """A registered subscriber (`stream` unregisters it; no context manager, whose
+        objects every idle stream would hold)."""
         if self._stale:
             # Bring the position up to the log before registering: from here on, the reader
             # delivers everything after it, and a replaying subscriber reads the rest itself.
@@ -327,11 +328,7 @@ class EventHub(Generic[E]):
         subscriber: Subscriber[E] = Subscriber()
         self._subscribers.add(subscriber)
         LIVE_SUBSCRIPTIONS.inc()
-        try:
-            yield subscriber
-        finally:
-            self._subscribers.discard(subscriber)
-            LIVE_SUBSCRIPTIONS.dec()
+        return subscriber
 
     async def stream(
         self,
@@ -340,7 +337,8 @@ class EventHub(Generic[E]):
         after: int | None = None,
     ) -> AsyncIterator[E]:
         """Matching events in id order: those after `after` from the log, then live ones."""
-        async with self._subscribed() as subscriber:
+        subscriber = await self._subscribe()
+        try:
             # Registered before reading, so nothing committed from here on can be missed.
             cursor = self.position if after is None else after
             replaying = after is not None
@@ -359,6 +357,9 @@ class EventHub(Generic[E]):
                 cursor = live.id
                 if where.matches(live, principal):
                     yield self._sent(live)
+        finally:
+            self._subscribers.discard(subscriber)
+            LIVE_SUBSCRIPTIONS.dec()
 
     async def _replay(
         self, cursor: int, principal: Principal, where: Filter[E]
