@@ -82,7 +82,7 @@ def test_reuse_port_lets_processes_share_an_address_and_only_then() -> None:
     try:
         second = _bind("127.0.0.1", port, "--port", reuse_port=True)
         second.close()
-        with pytest.raises(OSError, match="cannot listen on 127.0.0.1"):
+        with pytest.raises(OSError, match=r"cannot listen on 127\.0\.0\.1"):
             _bind("127.0.0.1", port, "--port").close()
     finally:
         first.close()
