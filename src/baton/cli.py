@@ -568,8 +568,8 @@ def parser() -> argparse.ArgumentParser:
         "--reuse-port",
         action="store_true",
         help="share --host/--port with other `baton serve --reuse-port` processes on this "
-        "machine (SO_REUSEPORT: the kernel spreads connections among them); give them a "
-        "BATON_BROADCAST_URL so that each one's subscribers hear of the others' events",
+        "machine (SO_REUSEPORT: the kernel spreads connections among them); each has its "
+        "own pool, and the broadcaster carries events between them",
     )
     serve.set_defaults(run=_serve)
 
