@@ -40,6 +40,7 @@ QUEUE_LIMIT = 10_000  # events waiting for one live subscriber
 QUEUE_BYTES = 4 * 1024 * 1024  # and their size (the events are shared by every subscriber)
 REPLAY_BYTES = 256 * 1024  # about the size of one replay batch, read for one subscriber alone
 FIRST_REPLAY = 16  # events in a replay's first batch, before their size is known
+READ_GAP = 0.005  # seconds between reads of the log that found events
 STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's disconnect
 
 
@@ -266,22 +267,31 @@ class EventHub(Generic[E]):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             self._wake.clear()
             try:
-                await self._read_new()
+                found = await self._read_new()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("event hub: reading the log failed (%s); retrying", exc)
                 await asyncio.sleep(min(self.poll_interval, 1.0))
                 self._wake.set()
+                continue
+            if found:
+                # Under a stream of commits, wake-ups gathered for a moment make one read of
+                # many events instead of one read each: every process with subscribers reads
+                # every event (docs/scaling.md).
+                await asyncio.sleep(READ_GAP)
 
-    async def _read_new(self) -> None:
+    async def _read_new(self) -> bool:
+        """Reads and hands out what is new; True if there was anything."""
         if not self._subscribers:
             self._stale = True  # nobody to deliver to: no need to read the log
-            return
+            return False
+        found = False
         while True:
             events = await self.read_after(self.position, BATCH)
             if not events:
-                return
+                return found
+            found = True
             subscribers = list(self._subscribers)
             for event in events:
                 size = size_of(event)
@@ -289,7 +299,7 @@ class EventHub(Generic[E]):
                     subscriber.offer(event, size)
             self.position = events[-1].id
             if len(events) < BATCH:
-                return
+                return found
 
     # --- reading --------------------------------------------------------------------------
 
