@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from websockets.client import ClientProtocol
+from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.typing import Subprotocol
@@ -50,6 +51,7 @@ class WorkerSpec:
     variables: dict[str, Any]
     count: int
     transport: str = "ws"  # or "sse": `bench.sse_subscribers`
+    deflate: bool = False  # offer permessage-deflate, as browsers and most clients do
 
 
 @dataclass
@@ -73,7 +75,8 @@ class Subscriber(asyncio.Protocol):
 
     def __init__(self, spec: WorkerSpec, subscribed: asyncio.Future[None]) -> None:
         ws_url = spec.http_url.replace("http://", "ws://", 1) + "/graphql"
-        self.ws = ClientProtocol(parse_uri(ws_url), subprotocols=[PROTOCOL])
+        extensions = [ClientPerMessageDeflateFactory()] if spec.deflate else None
+        self.ws = ClientProtocol(parse_uri(ws_url), subprotocols=[PROTOCOL], extensions=extensions)
         self.spec = spec
         self.subscribed = subscribed
         self.transport: asyncio.Transport | None = None

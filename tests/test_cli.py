@@ -64,13 +64,28 @@ def test_serve_help_says_each_default_once_and_that_it_stays_in_the_foreground()
     options = done.stdout.split("options:", 1)[1].split("environment", 1)[0]
     # One block per option: its line and the indented lines that continue its help.
     blocks = re.split(r"\n(?=  -)", options.strip())
-    assert len(blocks) == 5, blocks
+    assert len(blocks) == 6, blocks
     for block in blocks:
         assert block.count("default") <= 1, block
     workers = next(b for b in blocks if "--workers" in b)
     assert workers.count("(default: 1)") == 1, workers
     assert "default" not in next(b for b in blocks if "--access-log" in b)
+    assert "default" not in next(b for b in blocks if "--reuse-port" in b)
     assert "foreground until Ctrl-C or SIGTERM" in " ".join(done.stdout.split())
+
+
+def test_reuse_port_lets_processes_share_an_address_and_only_then() -> None:
+    from baton.cli import _bind
+
+    first = _bind("127.0.0.1", 0, "--port", reuse_port=True)
+    port = first.getsockname()[1]
+    try:
+        second = _bind("127.0.0.1", port, "--port", reuse_port=True)
+        second.close()
+        with pytest.raises(OSError, match=r"cannot listen on 127\.0\.0\.1"):
+            _bind("127.0.0.1", port, "--port").close()
+    finally:
+        first.close()
 
 
 @pytest.mark.parametrize(

@@ -204,8 +204,10 @@ def _stop_embedded(settings: Settings) -> None:
 # --- serve -------------------------------------------------------------------------------
 
 
-def _bind(host: str, port: int, what: str) -> socket.socket:
-    """A listening socket on host:port, or a one-line error."""
+def _bind(host: str, port: int, what: str, *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket on host:port, or a one-line error. With `reuse_port`, other
+    processes that ask for it too may listen on the same port (the kernel spreads new
+    connections among them)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -214,6 +216,8 @@ def _bind(host: str, port: int, what: str) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(2048)
     except OSError as exc:
@@ -280,7 +284,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     # The addresses first, before anything slow starts: one in use ends the command at once.
     try:
-        sockets = [_bind(args.host, args.port, "--host/--port")]
+        sockets = [_bind(args.host, args.port, "--host/--port", reuse_port=args.reuse_port)]
         if settings.metrics_address is not None:
             host, port = settings.metrics_address
             sockets.append(_bind(host, port, "BATON_METRICS_ADDRESS"))
@@ -316,28 +320,40 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return code
 
 
-def _run_server(
-    settings: Settings, args: argparse.Namespace, sockets: list[socket.socket], stop_by: Any
-) -> None:
-    """One server process on already bound sockets, until it is told to stop."""
+def server_config(
+    app: Any, settings: Settings, *, access_log: bool = False, loop: str = "uvloop"
+) -> uvicorn.Config:
+    """How `baton serve` runs uvicorn (bench.idle_memory runs the same in its own process)."""
     import uvicorn
 
-    from baton.app import create_app
+    from baton.web.ws_connection import LeanWebSocketProtocol
 
-    app = create_app(settings, run_migrations=False, processes=args.workers)
-    gc.set_threshold(*SERVER_GC_THRESHOLDS)
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,
         log_level=settings.log_level,
         # An access line per request costs more than a tenth of a small request's
         # time; /metrics counts requests by path and status instead.
-        access_log=args.access_log,
-        loop="uvloop",
+        access_log=access_log,
+        loop=loop,
         http="httptools",
-        ws="websockets-sansio",
+        ws=LeanWebSocketProtocol,  # uvicorn's websockets-sansio, holding less per idle socket
         ws_max_size=settings.max_body_bytes,
+        # No permessage-deflate: each compressing socket keeps zlib state for its whole life
+        # (bench.idle_memory --deflate), for frames of a few hundred bytes.
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+
+
+def _run_server(
+    settings: Settings, args: argparse.Namespace, sockets: list[socket.socket], stop_by: Any
+) -> None:
+    """One server process on already bound sockets, until it is told to stop."""
+    from baton.app import create_app
+
+    app = create_app(settings, run_migrations=False, processes=args.workers)
+    gc.set_threshold(*SERVER_GC_THRESHOLDS)
+    config = server_config(app, settings, access_log=args.access_log)
 
     def stopping() -> None:
         app.stopping()  # event streams end now, not when the graceful shutdown runs out
@@ -547,6 +563,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="server processes sharing the address; together they use "
         "BATON_DATABASE_POOL_SIZE connections, and each has its own /metrics",
+    )
+    serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share --host/--port with other `baton serve --reuse-port` processes on this "
+        "machine (SO_REUSEPORT: the kernel spreads connections among them); each has its "
+        "own pool, and the broadcaster carries events between them",
     )
     serve.set_defaults(run=_serve)
 

@@ -110,3 +110,43 @@ async def test_shared_executions_are_bounded_by_the_bytes_their_outcomes_hold() 
 
 async def _value(value: bytes) -> bytes:
     return value
+
+
+async def test_a_waiter_that_leaves_a_shared_execution_does_not_stop_it_for_the_others() -> None:
+    from baton.engine.sharing import SharedOutcomes
+
+    shared: SharedOutcomes[str] = SharedOutcomes()
+    release = asyncio.Event()
+    runs = 0
+
+    async def slow() -> str:
+        nonlocal runs
+        runs += 1
+        await release.wait()
+        return "answer"
+
+    waiters = [asyncio.create_task(shared.get("event", slow)) for _ in range(3)]
+    await asyncio.sleep(0)  # all three are waiting on the one execution
+    waiters[0].cancel()
+    await asyncio.sleep(0)
+    release.set()
+    assert await asyncio.gather(*waiters[1:]) == ["answer", "answer"]
+    assert waiters[0].cancelled() and runs == 1
+    assert await shared.get("event", slow) == "answer" and runs == 1  # done: shared at once
+
+
+async def test_a_shared_execution_that_fails_fails_every_waiter() -> None:
+    from baton.engine.sharing import SharedOutcomes
+
+    shared: SharedOutcomes[str] = SharedOutcomes()
+    release = asyncio.Event()
+
+    async def failing() -> str:
+        await release.wait()
+        raise ValueError("boom")
+
+    waiters = [asyncio.create_task(shared.get("event", failing)) for _ in range(2)]
+    await asyncio.sleep(0)
+    release.set()
+    results = await asyncio.gather(*waiters, return_exceptions=True)
+    assert [type(r) for r in results] == [ValueError, ValueError]

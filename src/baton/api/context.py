@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the webhook service imports the API's filters, which import
     from baton.services.webhooks import WebhookService
 
 
-@dataclass
+@dataclass(slots=True)  # one per open WebSocket: thousands idle in a process
 class Context:
     """Per HTTP request, or per WebSocket connection (whose principal is set at
     `connection_init`)."""

@@ -105,6 +105,7 @@ class Subscription:
         principal = info.context.principal
         async for event in info.context.events.stream(principal, where, cursor):
             yield TaskEvent(record=event)
+            del event  # a replayed event is this stream's own copy: not kept while idle
 
     @strawberry.subscription(
         name="taskUpdated",
@@ -151,3 +152,4 @@ class Subscription:
         principal = info.context.principal
         async for event in info.context.run_events.stream(principal, where, cursor):
             yield RunEventEntry(record=event)
+            del event  # a replayed event is this stream's own copy: not kept while idle

@@ -356,8 +356,10 @@ class Engine:
             return Outcome(None, formatted(run.errors))
         group = None
         if sharing is not None:
+            # As text: orjson's bytes keep their 4 KiB write buffer, held here for as long as
+            # the subscription lives (bench/idle_memory.py found it the largest item).
             variables = orjson.dumps(request.variables or {}, option=orjson.OPT_SORT_KEYS)
-            group = (ready.prepared.text, request.operation_name, variables, sharing)
+            group = (ready.prepared.text, request.operation_name, variables.decode(), sharing)
         return self._stream(run, field, source, group)
 
     async def _stream(
@@ -377,6 +379,7 @@ class Engine:
                 yield await complete(run, field, item)
             else:
                 yield await self.shared.get((group, key), partial(complete, run, field, item))
+            del item  # may be one subscriber's own copy of an event: not kept while it waits
 
 
 async def _complete(limits: Limits, run: Run, field: FieldPlan, item: Any) -> Outcome:

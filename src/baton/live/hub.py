@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -42,6 +43,7 @@ QUEUE_LIMIT = 10_000  # events waiting for one live subscriber
 QUEUE_BYTES = 4 * 1024 * 1024  # and their size (the events are shared by every subscriber)
 REPLAY_BYTES = 256 * 1024  # about the size of one replay batch, read for one subscriber alone
 FIRST_REPLAY = 16  # events in a replay's first batch, before their size is known
+READ_GAP = 0.005  # seconds between reads of the log that found events
 STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's disconnect
 RECHECK_FIRST = 0.002  # seconds before reading again while an announced event is not readable
 RECHECK_MAX = 0.1  # the longest wait between such reads
@@ -131,30 +133,54 @@ def size_of(event: object) -> int:
     return len(orjson.dumps(event, default=str))
 
 
-@dataclass(eq=False)
 class Subscriber(Generic[E]):
-    queue: asyncio.Queue[tuple[E, int]] = field(
-        default_factory=lambda: asyncio.Queue(maxsize=QUEUE_LIMIT)
-    )
-    queued_bytes: int = 0
-    overflowed: bool = False
+    """One live stream's inbox. Idle (the usual state of thousands of subscriptions) it holds
+    no queue, only the future its stream waits on: an `asyncio.Queue` with its deques and
+    event weighed about 3 KB per subscription (bench/idle_memory.py)."""
+
+    __slots__ = ("_events", "_waiter", "overflowed", "queued_bytes")
+
+    def __init__(self) -> None:
+        self._events: deque[tuple[E, int]] | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self.queued_bytes = 0
+        self.overflowed = False
 
     def offer(self, event: E, size: int) -> None:
         if self.overflowed:
             return
-        if self.queue.full() or self.queued_bytes + size > QUEUE_BYTES:
+        events = self._events
+        if events is None:
+            events = self._events = deque()
+        if len(events) >= QUEUE_LIMIT or self.queued_bytes + size > QUEUE_BYTES:
             # Too slow to keep up: drop the backlog; the stream re-reads the log from its cursor.
             self.overflowed = True
-            self.queue = asyncio.Queue(maxsize=QUEUE_LIMIT)
+            self._events = None
             self.queued_bytes = 0
-            return
-        self.queue.put_nowait((event, size))
-        self.queued_bytes += size
+        else:
+            events.append((event, size))
+            self.queued_bytes += size
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
-    async def take(self) -> E:
-        event, size = await self.queue.get()
-        self.queued_bytes -= size
-        return event
+    async def take(self) -> E | None:
+        """The next event, or None once the subscriber has overflowed."""
+        while True:
+            if self.overflowed:
+                return None
+            events = self._events
+            if events:
+                event, size = events.popleft()
+                self.queued_bytes -= size
+                if not events:
+                    self._events = None
+                return event
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
 
 
 class EventHub(Generic[E]):
@@ -272,13 +298,19 @@ class EventHub(Generic[E]):
                 )
             self._wake.clear()
             try:
-                await self._read_new()
+                found = await self._read_new()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("event hub: reading the log failed (%s); retrying", exc)
                 await asyncio.sleep(min(self.poll_interval, 1.0))
                 self._wake.set()
+                continue
+            if found:
+                # Under a stream of commits, wake-ups gathered for a moment make one read of
+                # many events instead of one read each: every process with subscribers reads
+                # every event (docs/scaling.md).
+                await asyncio.sleep(READ_GAP)
             if not self._waiting():
                 recheck, waited = RECHECK_FIRST, 0.0
                 continue
@@ -288,14 +320,17 @@ class EventHub(Generic[E]):
                 log.warning("event hub: event %d never became readable", self._announced)
                 self._announced = self.position
 
-    async def _read_new(self) -> None:
+    async def _read_new(self) -> bool:
+        """Reads and hands out what is new; True if there was anything."""
         if not self._subscribers:
             self._stale = True  # nobody to deliver to: no need to read the log
-            return
+            return False
+        found = False
         while True:
             events = await self.read_after(self.position, BATCH)
             if not events:
-                return
+                return found
+            found = True
             subscribers = list(self._subscribers)
             for event in events:
                 size = size_of(event)
@@ -303,7 +338,7 @@ class EventHub(Generic[E]):
                     subscriber.offer(event, size)
             self.position = events[-1].id
             if len(events) < BATCH:
-                return
+                return found
 
     # --- reading --------------------------------------------------------------------------
 
@@ -328,8 +363,9 @@ class EventHub(Generic[E]):
 
     # --- streams --------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _subscribed(self) -> AsyncIterator[Subscriber[E]]:
+    async def _subscribe(self) -> Subscriber[E]:
+        """A registered subscriber (`stream` unregisters it; no context manager, whose
+        objects every idle stream would hold)."""
         if self._stale:
             # Bring the position up to the log before registering: from here on, the reader
             # delivers everything after it, and a replaying subscriber reads the rest itself.
@@ -341,11 +377,7 @@ class EventHub(Generic[E]):
         subscriber: Subscriber[E] = Subscriber()
         self._subscribers.add(subscriber)
         LIVE_SUBSCRIPTIONS.inc()
-        try:
-            yield subscriber
-        finally:
-            self._subscribers.discard(subscriber)
-            LIVE_SUBSCRIPTIONS.dec()
+        return subscriber
 
     async def stream(
         self,
@@ -354,7 +386,8 @@ class EventHub(Generic[E]):
         after: int | None = None,
     ) -> AsyncIterator[E]:
         """Matching events in id order: those after `after` from the log, then live ones."""
-        async with self._subscribed() as subscriber:
+        subscriber = await self._subscribe()
+        try:
             # Registered before reading, so nothing committed from here on can be missed.
             cursor = self.position if after is None else after
             replaying = after is not None
@@ -365,13 +398,17 @@ class EventHub(Generic[E]):
                     async for event in self._replay(cursor, principal, where):
                         cursor = event.id
                         yield self._sent(event)
+                        del event  # this stream's own copy: not kept while it waits
                     continue
-                event = await subscriber.take()
-                if event.id <= cursor:
+                live = await subscriber.take()
+                if live is None or live.id <= cursor:  # None: overflowed, replay
                     continue
-                cursor = event.id
-                if where.matches(event, principal):
-                    yield self._sent(event)
+                cursor = live.id
+                if where.matches(live, principal):
+                    yield self._sent(live)
+        finally:
+            self._subscribers.discard(subscriber)
+            LIVE_SUBSCRIPTIONS.dec()
 
     async def _replay(
         self, cursor: int, principal: Principal, where: Filter[E]

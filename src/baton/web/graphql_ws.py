@@ -231,6 +231,31 @@ class _Closed(Exception):
 
 
 class _Socket:
+    # Slots: thousands of sockets sit idle in one process, and a dict of these would
+    # weigh about 1 KB each.
+    __slots__ = (
+        "__weakref__",
+        "_abandoned",
+        "_reader",
+        "_send",
+        "acknowledged",
+        "closed",
+        "closing",
+        "context",
+        "dialect",
+        "init_received",
+        "keep_alive",
+        "operations",
+        "pending",
+        "principal",
+        "progress_at",
+        "receive",
+        "sending",
+        "server",
+        "token",
+        "transport",
+    )
+
     def __init__(self, server: GraphQLWS, dialect: Dialect, receive: Receive, send: Send) -> None:
         self.server = server
         self.dialect = dialect
@@ -283,6 +308,9 @@ class _Socket:
                 await self.handle(message)
             except _Closed:
                 return
+            # The message (a subscription's whole document) would stay here while the socket
+            # waits for the next one, which may be the whole life of the subscription.
+            del message
 
     async def stop(self) -> None:
         tasks = list(self.operations.values())
@@ -509,6 +537,9 @@ class _Socket:
         try:
             if await engine.operation_type(request) is OperationType.SUBSCRIPTION:
                 stream = await engine.subscribe(request, self.context, sharing=self.principal)
+                # The stream has what it needs: the document and variables as sent need not
+                # stay for its whole life.
+                del request
                 if isinstance(stream, Outcome):  # refused, or its source could not start
                     await self._error(op_id, stream.errors)
                     return
