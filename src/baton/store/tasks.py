@@ -43,6 +43,18 @@ TASKS = Layout(
     lock=EVENT_APPEND_LOCK,
 )
 
+# The columns a `TaskRecord` is made of, and no others: a row's `depends_on` array, owners and
+# deliverable type (kept for the indexes) would be decoded for nothing.
+RECORD_COLUMNS = (
+    "id, project, state, waiting_on, requester, assignee, packet, result, latest_checkpoint, "
+    "verification, version, input_digest, created_at, updated_at"
+)
+
+
+def _columns(table: str) -> str:
+    return ", ".join(f"{table}.{c}" for c in RECORD_COLUMNS.split(", "))
+
+
 # The task as it was right after event `e`: its fixed columns, and what `e` left the rest at.
 _TASK_AT_EVENT = (
     "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, t.packet, "
@@ -304,7 +316,7 @@ def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
 
 
 async def load(conn: Connection, task_id: str) -> TaskRecord | None:
-    row = await conn.fetchrow("SELECT * FROM tasks WHERE id = $1", task_id)
+    row = await conn.fetchrow(f"SELECT {RECORD_COLUMNS} FROM tasks WHERE id = $1", task_id)
     return TaskRecord.from_mapping(row) if row is not None else None
 
 
@@ -312,7 +324,10 @@ async def load_visible(conn: Connection, principal: Principal, task_id: str) -> 
     """Task `task_id` if `principal` may see it. One statement whether the task is missing or
     not visible, so neither the answer nor its cost says which."""
     p = Params()
-    sql = f"SELECT * FROM tasks t WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
+    sql = (
+        f"SELECT {_columns('t')} FROM tasks t"
+        f" WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
+    )
     row = await conn.fetchrow(sql, *p.values)
     return TaskRecord.from_mapping(row) if row is not None else None
 
@@ -430,7 +445,8 @@ async def page(
         filters.append(f"(t.updated_at, t.id) < ({p(when)}, {p(task_id)})")
     limit = p(first + 1)
     branches = [
-        f"(SELECT * FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST} LIMIT {limit})"
+        f"(SELECT {_columns('t')} FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST}"
+        f" LIMIT {limit})"
         for side in _sides(principal, p)
     ]
     sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
@@ -454,7 +470,7 @@ async def visible_by_ids(
     p = Params()
     wanted = p(list(ids))
     sql = (
-        f"SELECT * FROM tasks t WHERE t.id = ANY({wanted}::text[])"
+        f"SELECT {_columns('t')} FROM tasks t WHERE t.id = ANY({wanted}::text[])"
         f" AND ({visible_sql(principal, p)})"
     )
     return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
@@ -466,7 +482,7 @@ async def dependents_of(
     """Visible tasks whose packet depends on any of `ids`, `limit` at most, by id."""
     p = Params()
     sql = (
-        f"SELECT * FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
+        f"SELECT {_columns('t')} FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
         f" AND ({visible_sql(principal, p)}) ORDER BY t.id LIMIT {p(limit)}"
     )
     return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
@@ -485,7 +501,8 @@ async def dependents_per_task(
     sql = f"""
     SELECT w.id AS dependency, d.* FROM unnest({wanted}::text[]) AS w(id)
     CROSS JOIN LATERAL (
-        SELECT * FROM (SELECT * FROM tasks WHERE depends_on @> ARRAY[w.id] OFFSET 0) AS t
+        SELECT {_columns("t")}
+        FROM (SELECT * FROM tasks WHERE depends_on @> ARRAY[w.id] OFFSET 0) AS t
         WHERE {visible_sql(principal, p)}
         ORDER BY t.id LIMIT {p(first)}
     ) AS d
