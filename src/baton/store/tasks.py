@@ -17,13 +17,14 @@ from typing import Any, Protocol
 import asyncpg
 
 from baton.access.principals import ROLES, Principal, PrincipalKind, Reach
+from baton.budget import spend
 from baton.errors import InvalidInput
 from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
 from baton.store.db import Connection
 from baton.store.lifecycle import Layout, change_statement, event_pages, event_row
-from baton.store.records import EventRecord, TaskRecord
+from baton.store.records import LAZY_JSON, EventRecord, TaskRecord
 from baton.store.sql import Params
 
 # Serialises event appends so that event ids follow commit order (see the module docstring).
@@ -52,7 +53,31 @@ RECORD_COLUMNS = (
 
 
 def _columns(table: str) -> str:
-    return ", ".join(f"{table}.{c}" for c in RECORD_COLUMNS.split(", "))
+    """`RECORD_COLUMNS` of `table`, its JSON as text, for `TaskRecord.from_text_row`."""
+    return ", ".join(
+        f"{table}.{c}::text AS {c}_text" if c in LAZY_JSON else f"{table}.{c}"
+        for c in RECORD_COLUMNS.split(", ")
+    )
+
+
+def _records(rows: Sequence[Any]) -> list[TaskRecord]:
+    """Records of rows read with `_columns`. Their JSON came as text, which the connection's
+    decoder did not meter: it is spent from the request's budget here, as it would be there."""
+    _spend_text(rows)
+    return [TaskRecord.from_text_row(r) for r in rows]
+
+
+def _spend_text(rows: Sequence[Any]) -> None:
+    size = 0
+    for row in rows:
+        for name in _TEXT_COLUMNS:
+            text = row[name]
+            if text is not None:
+                size += len(text)
+    spend(0, size)
+
+
+_TEXT_COLUMNS = tuple(f"{c}_text" for c in LAZY_JSON)
 
 
 # The task as it was right after event `e`: its fixed columns, and what `e` left the rest at.
@@ -329,7 +354,7 @@ async def load_visible(conn: Connection, principal: Principal, task_id: str) -> 
         f" WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
     )
     row = await conn.fetchrow(sql, *p.values)
-    return TaskRecord.from_mapping(row) if row is not None else None
+    return _records([row])[0] if row is not None else None
 
 
 def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
@@ -450,7 +475,7 @@ async def page(
         for side in _sides(principal, p)
     ]
     sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
-    rows = [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    rows = _records(await conn.fetch(sql, *p.values))
     return rows[:first], len(rows) > first
 
 
@@ -473,7 +498,7 @@ async def visible_by_ids(
         f"SELECT {_columns('t')} FROM tasks t WHERE t.id = ANY({wanted}::text[])"
         f" AND ({visible_sql(principal, p)})"
     )
-    return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    return _records(await conn.fetch(sql, *p.values))
 
 
 async def dependents_of(
@@ -485,7 +510,7 @@ async def dependents_of(
         f"SELECT {_columns('t')} FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
         f" AND ({visible_sql(principal, p)}) ORDER BY t.id LIMIT {p(limit)}"
     )
-    return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    return _records(await conn.fetch(sql, *p.values))
 
 
 async def dependents_per_task(
@@ -507,13 +532,22 @@ async def dependents_per_task(
         ORDER BY t.id LIMIT {p(first)}
     ) AS d
     """
-    for row in await conn.fetch(sql, *p.values):
-        found[row["dependency"]].append(TaskRecord.from_mapping(row))
+    rows = await conn.fetch(sql, *p.values)
+    for row, record in zip(rows, _records(rows), strict=True):
+        found[row["dependency"]].append(record)
     return found
 
 
+# `_TASK_AT_EVENT` with the JSON as text (see `_columns`): a page of events rarely asks for
+# the task at each of them.
+_TASK_AT_EVENT_TEXT = (
+    "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, "
+    "t.packet::text AS packet_text, e.result::text AS result_text, "
+    "e.latest_checkpoint::text AS latest_checkpoint_text, t.verification, e.version, "
+    "t.input_digest, t.created_at, e.at AS updated_at"
+)
 _EVENTS_OF_MANY = f"""
-SELECT {_TASK_AT_EVENT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
+SELECT {_TASK_AT_EVENT_TEXT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
     e.event_reason
 FROM unnest($1::text[]) AS wanted(id)
 CROSS JOIN LATERAL (
@@ -531,4 +565,9 @@ async def events_of_many(
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
     more follow. One query, whatever the number of tasks."""
-    return await event_pages(conn, _EVENTS_OF_MANY, task_ids, first, after, EventRecord.from_row)
+    return await event_pages(conn, _EVENTS_OF_MANY, task_ids, first, after, _event)
+
+
+def _event(row: Any) -> EventRecord:
+    _spend_text([row])
+    return EventRecord.from_row(row, text=True)
