@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -49,7 +49,6 @@ _RUN_EVENT = _by_value(RunEvent)
 # A task's JSON columns, as a listing reads them: text, decoded when first read (see
 # `TaskRecord.from_text_row`), by their place in the record's `_json`.
 LAZY_JSON = ("packet", "result", "latest_checkpoint")
-_LAZY_INDEX = {name: i for i, name in enumerate(LAZY_JSON)}
 
 
 @dataclass(frozen=True)
@@ -118,19 +117,30 @@ class TaskRecord:
             ),
         )
 
-    if not TYPE_CHECKING:  # to the type checker, every field is always there
 
-        def __getattr__(self, name: str) -> Any:
-            # Called only for an attribute the instance lacks: a JSON field of a record
-            # `from_text_row` that nobody has read yet. Decoded once, then kept as a field.
-            index = _LAZY_INDEX.get(name)
-            texts = self.__dict__.get("_json")
-            if index is None or texts is None:
-                raise AttributeError(name)
-            text = texts[index]
-            value = None if text is None else orjson.loads(text)
-            self.__dict__[name] = value
-            return value
+class _Decoded:
+    """A JSON field of a record `from_text_row`: decoded the first time it is read and kept in
+    the instance, whose dict then answers every later read without this. (A record made
+    `from_mapping` has the field in its dict from the start.)"""
+
+    __slots__ = ("index", "name")
+
+    def __init__(self, name: str, index: int) -> None:
+        self.name = name
+        self.index = index
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            raise AttributeError(self.name)  # on the class, as a field without a default
+        text = record.__dict__["_json"][self.index]
+        value = None if text is None else orjson.loads(text)
+        record.__dict__[self.name] = value
+        return value
+
+
+# Set after the dataclass is made, so that it takes them for no default.
+for _index, _name in enumerate(LAZY_JSON):
+    setattr(TaskRecord, _name, _Decoded(_name, _index))
 
 
 @dataclass(frozen=True)
