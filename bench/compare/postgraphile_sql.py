@@ -6,11 +6,11 @@
   tasks it requested or was assigned, admin everything).
 - Computed columns: `packetTask`, `dependencies` (in `dependsOn` order), `dependents` (by id).
 - Mutations as SQL functions (SECURITY DEFINER, so the role needs no write grants), each the
-  same guarded change Baton makes: the row update guarded by the state and the caller's role,
-  the event row under the log's advisory lock, `pg_notify` on Baton's channel. `hand_off` also
-  checks that the caller acts for the requester, is idempotent on its id like Baton's, and
-  decides through the gate (the owner's rules, then the default: allow within one owner, ask
-  across owners). What they leave out is said in bench/README.md.
+  same guarded change Baton makes: the subject's advisory lock first (as Baton's), the row
+  update guarded by the state and the caller's role, the event row, `pg_notify` on Baton's
+  channel. `hand_off` also checks that the caller acts for the requester, is idempotent on its
+  id like Baton's, and decides through the gate (the owner's rules, then the default: allow
+  within one owner, ask across owners). What they leave out is said in bench/README.md.
 """
 
 from __future__ import annotations
@@ -96,6 +96,9 @@ DECLARE
     t tasks;
     event_id bigint;
 BEGIN
+    -- As Baton's change: the task's own lock before the first write keeps its events in
+    -- version order (see baton.store.eventlog); event ids come from the column's default.
+    PERFORM pg_advisory_xact_lock({EVENT_APPEND_LOCK}, hashtext(accept_task.id));
     UPDATE tasks SET state = 'accepted', version = tasks.version + 1, updated_at = now()
     WHERE tasks.id = accept_task.id AND tasks.state = 'routed'
         AND ({_KIND} = 'ADMIN'
@@ -105,7 +108,6 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'acceptTask refused for %', id USING ERRCODE = 'check_violation';
     END IF;
-    PERFORM pg_advisory_xact_lock({EVENT_APPEND_LOCK});
     INSERT INTO task_events (task_id, kind, move, from_state, to_state, actor, version, at,
         waiting_on, result, latest_checkpoint)
     VALUES (t.id, 'moved', 'ACCEPT', 'routed', 'accepted', {_HANDLE}, t.version, t.updated_at,
@@ -158,7 +160,6 @@ BEGIN
         END IF;
         RETURN t;
     END IF;
-    PERFORM pg_advisory_xact_lock({EVENT_APPEND_LOCK});
     INSERT INTO task_events (task_id, kind, to_state, actor, version, at)
     VALUES (t.id, 'created', 'requested', {_HANDLE}, 1, t.updated_at)
     RETURNING task_events.id INTO event_id;
@@ -186,6 +187,7 @@ DECLARE
     r runs;
     event_id bigint;
 BEGIN
+    PERFORM pg_advisory_xact_lock({RUN_APPEND_LOCK}, hashtext(reach_checkpoint.id));
     UPDATE runs SET phase = 'implementing', checkpoint = 'plans_complete',
         version = runs.version + 1, updated_at = now()
     WHERE runs.id = reach_checkpoint.id AND runs.status = 'in_progress'
@@ -195,7 +197,6 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'reachCheckpoint refused for %', id USING ERRCODE = 'check_violation';
     END IF;
-    PERFORM pg_advisory_xact_lock({RUN_APPEND_LOCK});
     INSERT INTO run_events (run_id, kind, event, from_status, to_status, actor, details, phase,
         checkpoint, questions, answers, pull_request_url, failure_reason, version, at)
     VALUES (r.id, 'moved', 'CHECKPOINT_REACHED', 'in_progress', r.status, {_HANDLE},

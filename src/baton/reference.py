@@ -42,8 +42,9 @@ def configuration_table() -> str:
 
 
 def limits_table() -> str:
+    from baton.api.pages import MAX_PAGE
     from baton.api.schema import schema
-    from baton.api.types import MAX_FILTER_VALUES, MAX_PAGE
+    from baton.api.types import MAX_FILTER_VALUES
     from baton.engine.limits import DEFAULT_LIMITS
     from baton.live import hub
     from baton.web.graphql_ws import SocketLimits
@@ -71,7 +72,7 @@ def limits_table() -> str:
             )
             for f in fields(DEFAULT_LIMITS)
         ),
-        ("page size (`first`)", f"default {page}, at most {MAX_PAGE}", "`baton.api.types`"),
+        ("page size (`first`)", f"default {page}, at most {MAX_PAGE}", "`baton.api.pages`"),
         (
             "values per filter list (listings and subscriptions)",
             str(MAX_FILTER_VALUES),

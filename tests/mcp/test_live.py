@@ -77,6 +77,40 @@ async def test_a_subscriber_is_notified_when_another_client_moves_the_task(
         assert '"state":"accepted"' in after.contents[0].text  # type: ignore[union-attr]
 
 
+async def test_the_resource_list_names_the_callers_newest_tasks_and_runs(
+    live_server: LiveServer, era: str
+) -> None:
+    requester, assignee, token, _ = await _pair(live_server)
+    async with http_client(live_server.url, token, mode=era) as client:
+        task = ok(
+            await client.call_tool(
+                "handOff",
+                {
+                    "project": "web",
+                    "requester": requester,
+                    "assignee": assignee,
+                    "packet": PACKET_INPUT,
+                },
+            )
+        )["task"]
+        run = ok(await client.call_tool("createRun", {"project": "web", "title": "Ship it"}))["run"]
+        listed = {str(r.uri): r for r in (await client.list_resources()).resources}
+        assert set(listed) == {f"baton://tasks/{task['id']}", f"baton://runs/{run['id']}"}
+        mine = listed[f"baton://tasks/{task['id']}"]
+        assert (mine.name, mine.title) == (task["id"], PACKET_INPUT["task"])
+        assert mine.description == f"task routed: {requester} → {assignee}"
+        theirs = listed[f"baton://runs/{run['id']}"]
+        assert (theirs.name, theirs.title) == (run["id"], "Ship it")
+        assert theirs.description == "run backlog (idle)"
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [(t.name, t.uri_template) for t in templates] == [
+            ("task", "baton://tasks/{id}"),
+            ("run", "baton://runs/{id}"),
+        ]
+        read = await client.read_resource(f"baton://runs/{run['id']}")
+        assert f'"id":"{run["id"]}"' in read.contents[0].text  # type: ignore[union-attr]
+
+
 async def test_a_resource_the_caller_cannot_see_is_not_found(
     live_server: LiveServer, era: str
 ) -> None:

@@ -4,7 +4,7 @@ Deliberately no `from __future__ import annotations`: the generated resolvers' a
 must be real types for Strawberry to read.
 """
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.types import Info
@@ -17,7 +17,6 @@ from baton.api.errors import (
     InvalidInputError,
     InvalidStateError,
     NotFoundError,
-    VersionConflictError,
 )
 from baton.api.expected import expected
 from baton.api.inputs import (
@@ -28,8 +27,9 @@ from baton.api.inputs import (
     SetGateRuleInput,
 )
 from baton.api.moves import ObjectParam, move_fields
+from baton.api.results import move_results
 from baton.api.run_mutations import RUN_FIELDS
-from baton.api.types import GateRuleType, Task, TaskEvent
+from baton.api.types import TASK_TYPES, GateRuleType, Task, TaskEvent
 from baton.engine.cost import list_size
 from baton.errors import InvalidInput
 from baton.numbers import MAX_BIGINT, ascii_int
@@ -41,12 +41,6 @@ from baton.protocol.handoff import (
     check_move,
 )
 from baton.services.tasks import HandOff, MoveArgs, Outcome
-
-
-@strawberry.type(description="The move was made; `events` are all it appended, oldest first.")
-class MoveSuccess:
-    task: Task
-    events: list[TaskEvent] = strawberry.field(metadata=list_size(2))
 
 
 @strawberry.type(
@@ -68,15 +62,16 @@ class DeleteGateRuleSuccess:
     rule: GateRuleType = strawberry.field(description="The rule as it was before deletion.")
 
 
-MoveResult = Annotated[
-    MoveSuccess
-    | InvalidStateError
-    | NotFoundError
-    | ForbiddenError
-    | VersionConflictError
-    | InvalidInputError,
-    strawberry.union("MoveResult"),
-]
+TASK_MOVES = move_results(
+    TASK_TYPES,
+    prefix="",
+    description="The move was made; `events` are all it appended, oldest first.",
+    refusal=InvalidStateError,
+)
+if TYPE_CHECKING:
+    MoveResult = Any  # a union made at import time
+else:
+    MoveResult = TASK_MOVES.union
 HandOffResult = Annotated[
     HandOffSuccess | InvalidInputError | ForbiddenError | DuplicateTaskError,
     strawberry.union("HandOffResult"),
@@ -91,10 +86,8 @@ DeleteGateRuleResult = Annotated[
 ]
 
 
-def _move_success(outcome: Outcome) -> MoveSuccess:
-    return MoveSuccess(
-        task=Task(record=outcome.task), events=[TaskEvent(record=e) for e in outcome.events]
-    )
+def _move_success(outcome: Outcome) -> Any:
+    return TASK_MOVES.of(outcome.task, outcome.events)
 
 
 # --- one mutation per move name, from the table -------------------------------------------

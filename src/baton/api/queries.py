@@ -10,19 +10,17 @@ from strawberry.types import Info
 from baton.api.context import Context
 from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
+from baton.api.pages import MAX_PAGE, PageInfo, check_page_size
 from baton.api.protocol import Protocol
 from baton.api.runs import Run, RunConnection, RunEdge
 from baton.api.types import (
     LISTING_ARGUMENTS,
     MAX_DEPENDENCIES,
-    MAX_PAGE,
     GateRuleType,
-    PageInfo,
     PrincipalInfo,
     Task,
     TaskConnection,
     TaskEdge,
-    check_page_size,
 )
 from baton.engine.cost import at_most, between, checked, list_size
 from baton.errors import InvalidInput, NotFound

@@ -5,7 +5,7 @@ Deliberately no `from __future__ import annotations`: resolvers' annotations mus
 for Strawberry to read.
 """
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.types import Info
@@ -18,27 +18,15 @@ from baton.api.errors import (
     InvalidRunStateError,
     LeaseLostError,
     NotFoundError,
-    VersionConflictError,
 )
 from baton.api.expected import expected
 from baton.api.moves import move_fields
-from baton.api.runs import Run, RunEventEntry, RunLease
-from baton.engine.cost import list_size
+from baton.api.results import move_results
+from baton.api.runs import RUN_TYPES, Run, RunLease
 from baton.protocol.logic import Keep
 from baton.protocol.pipeline import PIPELINE, RunEvent
 from baton.services.runs import MAX_TITLE, RunOutcome
 from baton.store.runs import FENCED
-
-
-@strawberry.type(description="The event was made; `events` are all it appended, oldest first.")
-class RunMoveSuccess:
-    run: Run
-    events: list[RunEventEntry] = strawberry.field(metadata=list_size(2))
-    lease: RunLease | None = strawberry.field(
-        default=None,
-        description="The lease this call took (`claimRun`), exactly as stored: keep its `id` "
-        "for `runHeartbeat` and the runner's events (`leaseId`). Null for other events.",
-    )
 
 
 @strawberry.type(description="The lease was extended; `lease` is it as extended.")
@@ -47,16 +35,28 @@ class RunHeartbeatSuccess:
     lease: RunLease
 
 
-RunMoveResult = Annotated[
-    RunMoveSuccess
-    | InvalidRunStateError
-    | NotFoundError
-    | ForbiddenError
-    | VersionConflictError
-    | InvalidInputError
-    | LeaseLostError,
-    strawberry.union("RunMoveResult"),
-]
+RUN_MOVES = move_results(
+    RUN_TYPES,
+    prefix="Run",
+    description="The event was made; `events` are all it appended, oldest first.",
+    refusal=InvalidRunStateError,
+    errors=(LeaseLostError,),
+    fields={
+        "lease": (
+            RunLease | None,
+            strawberry.field(
+                default=None,
+                description="The lease this call took (`claimRun`), exactly as stored: keep "
+                "its `id` for `runHeartbeat` and the runner's events (`leaseId`). Null for "
+                "other events.",
+            ),
+        )
+    },
+)
+if TYPE_CHECKING:
+    RunMoveResult = Any  # a union made at import time
+else:
+    RunMoveResult = RUN_MOVES.union
 RunHeartbeatResult = Annotated[
     RunHeartbeatSuccess
     | InvalidRunStateError
@@ -80,11 +80,8 @@ LEASE_ID = (
 def _success(outcome: Any) -> Any:
     if not isinstance(outcome, RunOutcome):
         return outcome
-    return RunMoveSuccess(
-        run=Run(record=outcome.run),
-        events=[RunEventEntry(record=e) for e in outcome.events],
-        lease=RunLease.of(outcome.lease) if outcome.lease is not None else None,
-    )
+    lease = RunLease.of(outcome.lease) if outcome.lease is not None else None
+    return RUN_MOVES.of(outcome.run, outcome.events, lease=lease)
 
 
 def describe_event(name: RunEvent) -> str:
@@ -204,7 +201,7 @@ async def create_run(info: Info[Context, None], input: CreateRunInput) -> RunMov
             owner=input.owner,
         ),
     )
-    return _success(outcome)  # type: ignore[no-any-return]
+    return _success(outcome)
 
 
 @strawberry.input

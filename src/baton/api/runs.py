@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import strawberry
 from strawberry.scalars import JSON
@@ -12,20 +12,17 @@ from strawberry.types import Info
 
 from baton.api.context import Context
 from baton.api.enums import RunEventKind
-from baton.api.types import (
-    EVENT_PAGE_ARGUMENTS,
-    MAX_PAGE,
-    PageInfo,
-    Task,
-    check_page_size,
-    parse_event_cursor,
-)
+from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types
+from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
+from baton.api.types import Task
 from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.store.records import RunEventRecord, RunRecord
-from baton.store.runs import Lease
-from baton.store.tasks import encode_cursor
+from baton.store.runs import RUNS, Lease
+
+if TYPE_CHECKING:
+    from baton.api import lifecycle
 
 _STATUS_LABELS = {info.state: info.label or info.state.value for info in PIPELINE.states}
 _PHASE_LABELS = {
@@ -53,7 +50,7 @@ async def run_events_of(
     after_id = parse_event_cursor(after) if after is not None else None
     pages = await context.runs.events_of_many([p.record.id for p in parents], first, after_id)
     return [
-        RunEventConnection.of(*pages[p.record.id], has_previous=after is not None) for p in parents
+        RUN_TYPES.events_page(*pages[p.record.id], has_previous=after is not None) for p in parents
     ]
 
 
@@ -75,12 +72,6 @@ async def allowed_events_of(context: Context, parents: Sequence[Run]) -> list[li
     return [
         context.runs.allowed_events(principal, p.record, leases.get(p.record.id)) for p in parents
     ]
-
-
-async def runs_of(context: Context, parents: Sequence[Task], *, first: int = 50) -> list[list[Run]]:
-    check_page_size(first)
-    found = await context.runs.of_tasks(context.principal, [p.record.id for p in parents], first)
-    return [[Run(record=r) for r in found[p.record.id]] for p in parents]
 
 
 @strawberry.type(
@@ -224,113 +215,33 @@ class Run:
         return (await run_events_of(info.context, [self], first=first, after=after))[0]
 
 
-@strawberry.type(name="RunEvent", description="One entry of a run's history.")
-class RunEventEntry:
-    record: strawberry.Private[RunEventRecord]
+RUN_SCHEMA = LifecycleSchema(
+    layout=RUNS,
+    node="Run",
+    noun="run",
+    nouns="runs",
+    event="RunEvent",
+    kind=RunEventKind,
+    name="The event made, or null for `created`.",
+    actor="The handle of the principal that made it (`system` for the lease sweeper).",
+    extras=(
+        Extra(
+            JSON | None,
+            "The event's arguments by parameter name (questions, answers, url, reason, "
+            "checkpoint).",
+            convert=lambda details: cast(JSON, details) if details else None,
+        ),
+    ),
+)
+RUN_TYPES = lifecycle_types(RUN_SCHEMA, Run)
 
-    def share_key(self) -> tuple[str, int]:
-        """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
-        return ("RunEvent", self.record.id)
-
-    @strawberry.field(
-        description="A cursor: a decimal integer, strictly increasing in commit order across "
-        "the whole server (one sequence for every owner's run events). Gaps between your "
-        "own events therefore show how many events the server committed in between: its "
-        "overall activity, never whose, what or on which run. Baton accepts that, as any "
-        "shared sequence does; a deployment whose tenants must not learn each other's volume "
-        "runs one server (database) per tenant."
-    )
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(str(self.record.id))
-
-    @strawberry.field
-    def kind(self) -> RunEventKind:
-        return RunEventKind(self.record.kind)
-
-    @strawberry.field
-    def run_id(self) -> strawberry.ID:
-        return strawberry.ID(self.record.run_id)
-
-    @strawberry.field(description="The event made, or null for `created`.")
-    def event(self) -> RunEvent | None:
-        return self.record.event
-
-    @strawberry.field
-    def from_status(self) -> RunStatus | None:
-        return self.record.from_status
-
-    @strawberry.field
-    def to_status(self) -> RunStatus:
-        return self.record.to_status
-
-    @strawberry.field(
-        description="The handle of the principal that made it (`system` for the lease sweeper)."
-    )
-    def actor(self) -> str:
-        return self.record.actor
-
-    @strawberry.field(
-        description="The event's arguments by parameter name (questions, answers, url, "
-        "reason, checkpoint)."
-    )
-    def details(self) -> JSON | None:
-        return cast(JSON, self.record.details) if self.record.details else None
-
-    @strawberry.field
-    def at(self) -> datetime:
-        return self.record.at
-
-    @strawberry.field(description="The run's version right after this event.")
-    def version(self) -> int:
-        return self.record.version
-
-    @strawberry.field(description="The run as it was right after this event.")
-    def run(self) -> Run:
-        return Run(record=self.record.run)
-
-
-@strawberry.type
-class RunEdge:
-    node: Run
-
-    @strawberry.field
-    def cursor(self) -> str:
-        return encode_cursor(self.node.record)
-
-
-@strawberry.type
-class RunConnection:
-    edges: list[RunEdge]
-    page_info: PageInfo
-    count_total: strawberry.Private[Any]
-
-    @strawberry.field(description="How many runs match the filter, across all pages.")
-    async def total_count(self) -> int:
-        return int(await self.count_total())
-
-
-@strawberry.type
-class RunEventEdge:
-    cursor: str
-    node: RunEventEntry
-
-
-@strawberry.type
-class RunEventConnection:
-    edges: list[RunEventEdge]
-    page_info: PageInfo
-
-    @classmethod
-    def of(
-        cls, rows: list[RunEventRecord], more: bool, *, has_previous: bool
-    ) -> RunEventConnection:
-        edges = [RunEventEdge(cursor=str(r.id), node=RunEventEntry(record=r)) for r in rows]
-        return cls(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=more,
-                has_previous_page=has_previous,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
-        )
+if TYPE_CHECKING:
+    RunEdge = lifecycle.Edge[Run]
+    RunConnection = lifecycle.Connection[Run]
+    RunEventEntry = lifecycle.Entry[RunEventRecord]
+    RunEventConnection = lifecycle.EventConnection[RunEventRecord]
+else:
+    RunEdge = RUN_TYPES.edge
+    RunConnection = RUN_TYPES.connection
+    RunEventEntry = RUN_TYPES.event
+    RunEventConnection = RUN_TYPES.event_connection

@@ -3,25 +3,44 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any, TypeVar
 
 import strawberry
 from strawberry.types import Info
 
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.api.pages import parse_event_cursor
 from baton.api.runs import RunEventEntry
-from baton.api.types import MAX_FILTER_VALUES, Task, TaskEvent, filter_problem, parse_event_cursor
+from baton.api.types import MAX_FILTER_VALUES, Task, TaskEvent, filter_problem
 from baton.engine.cost import checked, parses
 from baton.errors import InvalidInput
-from baton.live.filters import EventFilter
+from baton.live.filters import EventFilter, LogFilter
 from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.protocol.handoff import HANDOFF, TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
+
+F = TypeVar("F", bound=LogFilter[Any])
 
 # Checked before the subscription starts (see `baton.engine.cost.checked`).
 EVENT_STREAM_ARGUMENTS = checked(
     after=parses(lambda cursor: parse_event_cursor(cursor)), filter=filter_problem
 )
+
+
+def log_filter(given: object, spec: type[F]) -> F:
+    """The filter `spec` for a filter input whose fields are named as its conditions: each
+    list (at most MAX_FILTER_VALUES values) as a set, each single value as it is."""
+    values: dict[str, Any] = {}
+    for condition in spec.schema.conditions:
+        value = getattr(given, condition.name)
+        if value is not None and condition.many:
+            if len(value) > MAX_FILTER_VALUES:
+                field = f"filter.{condition.name}"
+                raise InvalidInput(field, f"at most {MAX_FILTER_VALUES} values")
+            value = frozenset(value)
+        values[condition.name] = value
+    return spec(**values)
 
 
 @strawberry.input(description="All given conditions must hold; a list matches any of its items.")
@@ -36,18 +55,7 @@ class TaskEventFilter:
     assignee: str | None = None
 
     def to_filter(self) -> EventFilter:
-        for name in ("task_ids", "projects", "kinds", "states"):
-            values = getattr(self, name)
-            if values is not None and len(values) > MAX_FILTER_VALUES:
-                raise InvalidInput(f"filter.{name}", f"at most {MAX_FILTER_VALUES} values")
-        return EventFilter(
-            task_ids=frozenset(map(str, self.task_ids)) if self.task_ids is not None else None,
-            projects=frozenset(self.projects) if self.projects is not None else None,
-            kinds=frozenset(k.value for k in self.kinds) if self.kinds is not None else None,
-            states=frozenset(self.states) if self.states is not None else None,
-            requester=self.requester,
-            assignee=self.assignee,
-        )
+        return log_filter(self, EventFilter)
 
 
 @strawberry.input(description="All given conditions must hold; a list matches any of its items.")
@@ -63,21 +71,7 @@ class RunEventFilter:
     )
 
     def to_filter(self) -> RunFilterSpec:
-        for name in ("run_ids", "projects", "task_ids", "events", "statuses"):
-            values = getattr(self, name)
-            if values is not None and len(values) > MAX_FILTER_VALUES:
-                raise InvalidInput(f"filter.{name}", f"at most {MAX_FILTER_VALUES} values")
-
-        def ids(values: list[strawberry.ID] | None) -> frozenset[str] | None:
-            return frozenset(map(str, values)) if values is not None else None
-
-        return RunFilterSpec(
-            run_ids=ids(self.run_ids),
-            projects=frozenset(self.projects) if self.projects is not None else None,
-            task_ids=ids(self.task_ids),
-            events=frozenset(self.events) if self.events is not None else None,
-            statuses=frozenset(self.statuses) if self.statuses is not None else None,
-        )
+        return log_filter(self, RunFilterSpec)
 
 
 @strawberry.type(
@@ -92,9 +86,11 @@ class RunEventFilter:
 class Subscription:
     @strawberry.subscription(
         name="taskEvents",
-        description="Events of tasks the caller can see that match `filter`, in commit order. "
+        description="Events of tasks the caller can see that match `filter`, in the log's order "
+        "(one task's in the order of its versions). "
         "With `after` (an event id), first every committed matching event after it, then live "
-        "ones, with no gap and no duplicate. Without it, only events committed from now on. "
+        "ones, with no gap and no duplicate. Without it, events committed from now on (and any "
+        "that committed a moment before while an older transaction was still running). "
         "A WebSocket runs at most 100 operations (subscriptions) at once.",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
@@ -136,10 +132,12 @@ class Subscription:
 
     @strawberry.subscription(
         name="runEvents",
-        description="Events of runs the caller can see that match `filter`, in commit order. "
+        description="Events of runs the caller can see that match `filter`, in the log's order "
+        "(one run's in the order of its versions). "
         "With `after` (a run event id), first every committed matching event after it, then "
-        "live ones, with no gap and no duplicate. Without it, only events committed from now "
-        "on. Run event ids are their own sequence, apart from task events'.",
+        "live ones, with no gap and no duplicate. Without it, events committed from now on (and "
+        "any that committed a moment before while an older transaction was still running). "
+        "Run event ids are their own sequence, apart from task events'.",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
     async def run_events(

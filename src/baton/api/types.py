@@ -14,19 +14,19 @@ from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types, node_type
+from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
 from baton.engine.cost import checked, list_size, parses
 from baton.engine.plans import batched
 from baton.errors import InvalidInput
-from baton.numbers import MAX_BIGINT, ascii_int
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
-from baton.store.tasks import Listed, decode_cursor, encode_cursor, storable_time
+from baton.store.tasks import TASKS, decode_cursor, storable_time
 
 if TYPE_CHECKING:
+    from baton.api import lifecycle
     from baton.api.runs import Run
-
-MAX_PAGE = 100
 MAX_DEPENDENCIES = 20  # the seed's bound on `packet.depends_on`
 MAX_EVIDENCE = 20  # the seed's bound on `result.evidence`
 
@@ -49,13 +49,7 @@ def filter_problem(value: Any) -> str | None:
 
 
 # Arguments checked before the operation runs (see `baton.engine.cost.checked`).
-EVENT_PAGE_ARGUMENTS = checked(after=parses(lambda cursor: parse_event_cursor(cursor)))
 LISTING_ARGUMENTS = checked(after=parses(decode_cursor), filter=filter_problem)
-
-
-def check_page_size(first: int) -> None:
-    if first < 0 or first > MAX_PAGE:
-        raise InvalidInput("first", f"must be between 0 and {MAX_PAGE}")
 
 
 _DELIVERABLE_TYPES = {member.value: member for member in DeliverableType}
@@ -142,24 +136,6 @@ class Checkpoint:
     open_questions: list[str]
 
 
-@strawberry.type
-class PageInfo:
-    has_next_page: bool
-    has_previous_page: bool
-    start_cursor: str | None
-    end_cursor: str | None
-
-    @classmethod
-    def of_listing(cls, rows: Sequence[Listed], more: bool, *, after: str | None) -> PageInfo:
-        """A page of a listing ordered by recency (tasks, runs)."""
-        return cls(
-            has_next_page=more,
-            has_previous_page=after is not None,
-            start_cursor=encode_cursor(rows[0]) if rows else None,
-            end_cursor=encode_cursor(rows[-1]) if rows else None,
-        )
-
-
 def protocol_object(t: TaskRecord) -> dict[str, Any]:
     """The task as the seed's task object (snake_case keys), valid against task.schema.json."""
     return {
@@ -207,7 +183,7 @@ async def events_of(
     after_id = parse_event_cursor(after) if after is not None else None
     pages = await context.service.events_of_many([p.record.id for p in parents], first, after_id)
     return [
-        TaskEventConnection.of(*pages[p.record.id], has_previous=after is not None) for p in parents
+        TASK_TYPES.events_page(*pages[p.record.id], has_previous=after is not None) for p in parents
     ]
 
 
@@ -331,128 +307,40 @@ class Task:
 
 
 async def _runs_of(context: Context, parents: Sequence[Task], first: int = 50) -> list[list[Run]]:
-    from baton.api.runs import runs_of  # the run types refer to tasks too
-
-    return await runs_of(context, parents, first=first)
-
-
-def parse_event_cursor(cursor: str) -> int:
-    event_id = ascii_int(cursor, MAX_BIGINT)
-    if event_id is None:
-        raise InvalidInput("after", "is not an event cursor")
-    return event_id
+    check_page_size(first)
+    found = await context.runs.of_tasks(context.principal, [p.record.id for p in parents], first)
+    run = node_type("Run")  # declared by `baton.api.runs`, which refers to tasks in turn
+    return [[run(record=r) for r in found[p.record.id]] for p in parents]
 
 
-@strawberry.type(description="One entry of a task's history.")
-class TaskEvent:
-    record: strawberry.Private[EventRecord]
+TASK_SCHEMA = LifecycleSchema(
+    layout=TASKS,
+    node="Task",
+    noun="task",
+    nouns="tasks",
+    event="TaskEvent",
+    kind=TaskEventKind,
+    name="The move made, or null for `created` and `checkpoint_saved`.",
+    actor="Who made the change: a principal's handle (`owner/agent`, `owner`, `admin`), or "
+    "`system` for the moves the server makes itself: the gate's decision when a task is handed "
+    "off (ROUTE, HOLD, REJECT by the owner's rules) and what a passing result leads to "
+    "(COMPLETE in AUTO mode, REQUEST_SIGN_OFF in SIGN_OFF). `admin` and `system` are reserved: "
+    "no owner has either name.",
+    extras=(Extra(str | None, "The reason given with the move, if any."),),
+    to_required=False,
+)
+TASK_TYPES = lifecycle_types(TASK_SCHEMA, Task)
 
-    def share_key(self) -> tuple[str, int]:
-        """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
-        return ("TaskEvent", self.record.id)
-
-    @strawberry.field(
-        description="A cursor: a decimal integer, strictly increasing in commit order across "
-        "the whole server (one sequence for every owner's task events). Gaps between your "
-        "own events therefore show how many events the server committed in between: its "
-        "overall activity, never whose, what or on which task. Baton accepts that, as any "
-        "shared sequence does; a deployment whose tenants must not learn each other's volume "
-        "runs one server (database) per tenant."
-    )
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(str(self.record.id))
-
-    @strawberry.field
-    def kind(self) -> TaskEventKind:
-        return TaskEventKind(self.record.kind)
-
-    @strawberry.field
-    def task_id(self) -> strawberry.ID:
-        return strawberry.ID(self.record.task_id)
-
-    @strawberry.field(description="The move made, or null for `created` and `checkpoint_saved`.")
-    def move(self) -> MoveName | None:
-        return self.record.move
-
-    @strawberry.field
-    def from_state(self) -> TaskState | None:
-        return self.record.from_state
-
-    @strawberry.field
-    def to_state(self) -> TaskState | None:
-        return self.record.to_state
-
-    @strawberry.field(
-        description="Who made the change: a principal's handle (`owner/agent`, `owner`, "
-        "`admin`), or `system` for the moves the server makes itself: the gate's decision "
-        "when a task is handed off (ROUTE, HOLD, REJECT by the owner's rules) and what a "
-        "passing result leads to (COMPLETE in AUTO mode, REQUEST_SIGN_OFF in SIGN_OFF). "
-        "`admin` and `system` are reserved: no owner has either name."
-    )
-    def actor(self) -> str:
-        return self.record.actor
-
-    @strawberry.field(description="The reason given with the move, if any.")
-    def reason(self) -> str | None:
-        return self.record.reason
-
-    @strawberry.field
-    def at(self) -> datetime:
-        return self.record.at
-
-    @strawberry.field(description="The task's version right after this event.")
-    def version(self) -> int:
-        return self.record.version
-
-    @strawberry.field(description="The task as it was right after this event.")
-    def task(self) -> Task:
-        return Task(record=self.record.task)
-
-
-@strawberry.type
-class TaskEdge:
-    node: Task
-
-    @strawberry.field
-    def cursor(self) -> str:
-        # Encoded only when asked for: most pages never read their edges' cursors.
-        return encode_cursor(self.node.record)
-
-
-@strawberry.type
-class TaskConnection:
-    edges: list[TaskEdge]
-    page_info: PageInfo
-    count_total: strawberry.Private[Any]
-
-    @strawberry.field(description="How many tasks match the filter, across all pages.")
-    async def total_count(self) -> int:
-        return int(await self.count_total())
-
-
-@strawberry.type
-class TaskEventEdge:
-    cursor: str
-    node: TaskEvent
-
-
-@strawberry.type
-class TaskEventConnection:
-    edges: list[TaskEventEdge]
-    page_info: PageInfo
-
-    @classmethod
-    def of(cls, rows: list[EventRecord], more: bool, *, has_previous: bool) -> TaskEventConnection:
-        edges = [TaskEventEdge(cursor=str(r.id), node=TaskEvent(record=r)) for r in rows]
-        return cls(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=more,
-                has_previous_page=has_previous,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
-        )
+if TYPE_CHECKING:
+    TaskEdge = lifecycle.Edge[Task]
+    TaskConnection = lifecycle.Connection[Task]
+    TaskEvent = lifecycle.Entry[EventRecord]
+    TaskEventConnection = lifecycle.EventConnection[EventRecord]
+else:
+    TaskEdge = TASK_TYPES.edge
+    TaskConnection = TASK_TYPES.connection
+    TaskEvent = TASK_TYPES.event
+    TaskEventConnection = TASK_TYPES.event_connection
 
 
 @strawberry.type(name="Principal", description="Who the caller's token acts as.")

@@ -17,8 +17,8 @@ from strawberry.types.field import StrawberryField
 from baton.api.context import Context
 from baton.api.errors import ForbiddenError, InvalidInputError, NotFoundError
 from baton.api.expected import expected
+from baton.api.pages import MAX_PAGE, check_page_size
 from baton.api.subscriptions import RunEventFilter, TaskEventFilter
-from baton.api.types import MAX_PAGE, check_page_size
 from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.errors import InvalidInput

@@ -2,92 +2,183 @@
 
 The same conditions run twice: as SQL for replay from the event log, and in Python for live
 fan-out. A test checks that both paths deliver the same events.
+
+Both come from one declaration per log (`FilterSchema`): each condition names a column of the
+log or of its subject's row, and an event record carries the same names (`EventRecord.task_id`
+for `task_events.task_id`, `EventRecord.task.project` for `tasks.project`), so the SQL and the
+Python test are made from that name alone. A lifecycle's filter is a frozen dataclass of its
+conditions' values that derives from `LogFilter` and names its schema.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any, ClassVar, Generic, TypeVar
 
 from baton.access.principals import Principal
 from baton.protocol.handoff import TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
 from baton.store import runs
 from baton.store.records import EventRecord, RunEventRecord
+from baton.store.runs import RUNS
 from baton.store.sql import Params
-from baton.store.tasks import visible_sql
+from baton.store.tasks import TASKS, visible_sql
+
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
-class EventFilter:
-    task_ids: frozenset[str] | None = None
-    projects: frozenset[str] | None = None
-    kinds: frozenset[str] | None = None
-    states: frozenset[TaskState] | None = None  # the event's toState
-    requester: str | None = None
-    assignee: str | None = None
+class Condition:
+    """One condition a filter may set: on a column of the log (`e.<log>`) or of the subject's
+    row (`<alias>.<row>`). `many`: the filter holds a set of values (any of them matches);
+    otherwise one value."""
 
-    def matches(self, event: EventRecord, principal: Principal) -> bool:
-        task = event.task
-        return (
-            principal.sees(requester=task.requester, assignee=task.assignee)
-            and (self.task_ids is None or event.task_id in self.task_ids)
-            and (self.projects is None or task.project in self.projects)
-            and (self.kinds is None or event.kind in self.kinds)
-            and (self.states is None or event.to_state in self.states)
-            and (self.requester is None or task.requester == self.requester)
-            and (self.assignee is None or task.assignee == self.assignee)
-        )
+    name: str  # the filter's field
+    log: str | None = None
+    row: str | None = None
+    many: bool = True
+
+
+@dataclass(frozen=True)
+class FilterSchema:
+    """What a log's filters may test, and who may read which events."""
+
+    noun: str  # the event record's attribute holding the subject's row: task, run
+    alias: str  # the subject's table in the log's select: t, r
+    visible_sql: Callable[[Principal, Params], str]  # over `alias`
+    may_see: Callable[[Principal, Any], bool]  # the same, on the subject's row
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
+class _Test:
+    """A condition of one filter, as its column and its Python reading."""
+
+    sql: str
+    read: Callable[[Any], Any]
+    wanted: Any  # a frozenset (many) or one value
+    many: bool
+
+
+def _sql_value(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+class LogFilter(Generic[E]):
+    """A filter's behaviour, from its class's `schema` and the values it was given (its
+    dataclass fields, named as the schema's conditions; None leaves a condition out)."""
+
+    schema: ClassVar[FilterSchema]
+
+    def _tests(self) -> tuple[_Test, ...]:
+        # Worked out once per filter: live fan-out tests every event against it.
+        tests: tuple[_Test, ...] | None = self.__dict__.get("_tests_")
+        if tests is None:
+            tests = tuple(self._build())
+            object.__setattr__(self, "_tests_", tests)
+        return tests
+
+    def _build(self) -> list[_Test]:
+        schema = self.schema
+        out = []
+        for condition in schema.conditions:
+            wanted = getattr(self, condition.name)
+            if wanted is None:
+                continue
+            if condition.log is not None:
+                sql, path = f"e.{condition.log}", condition.log
+            else:
+                sql, path = f"{schema.alias}.{condition.row}", f"{schema.noun}.{condition.row}"
+            out.append(_Test(sql, operator.attrgetter(path), wanted, condition.many))
+        return out
+
+    def matches(self, event: E, principal: Principal) -> bool:
+        if not self.schema.may_see(principal, getattr(event, self.schema.noun)):
+            return False
+        for test in self._tests():
+            value = test.read(event)
+            if not (value in test.wanted if test.many else value == test.wanted):
+                return False
+        return True
 
     def where(self, principal: Principal, p: Params) -> str:
-        """The same conditions in SQL, over `task_events e` joined to `tasks t`."""
-        clauses = [f"({visible_sql(principal, p)})"]
-        if self.task_ids is not None:
-            clauses.append(f"e.task_id = ANY({p(sorted(self.task_ids))}::text[])")
-        if self.projects is not None:
-            clauses.append(f"t.project = ANY({p(sorted(self.projects))}::text[])")
-        if self.kinds is not None:
-            clauses.append(f"e.kind = ANY({p(sorted(self.kinds))}::text[])")
-        if self.states is not None:
-            states = sorted(s.value for s in self.states)
-            clauses.append(f"e.to_state = ANY({p(states)}::text[])")
-        if self.requester is not None:
-            clauses.append(f"t.requester = {p(self.requester)}")
-        if self.assignee is not None:
-            clauses.append(f"t.assignee = {p(self.assignee)}")
+        """The same conditions in SQL, over the log `e` joined to its subject's table."""
+        clauses = [f"({self.schema.visible_sql(principal, p)})"]
+        for test in self._tests():
+            if test.many:
+                values = sorted(_sql_value(v) for v in test.wanted)
+                clauses.append(f"{test.sql} = ANY({p(values)}::text[])")
+            else:
+                clauses.append(f"{test.sql} = {p(_sql_value(test.wanted))}")
         return " AND ".join(clauses)
 
 
+def check_filter(cls: type[LogFilter[Any]]) -> None:
+    """A filter's fields are exactly its schema's conditions, in order."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # a dataclass, checked here
+    declared = [c.name for c in cls.schema.conditions]
+    if names != declared:
+        raise TypeError(f"{cls.__name__} has fields {names}, its schema {declared}")
+
+
+TASK_EVENTS = FilterSchema(
+    noun="task",
+    alias="t",
+    visible_sql=visible_sql,
+    may_see=lambda principal, task: principal.sees(
+        requester=task.requester, assignee=task.assignee
+    ),
+    conditions=(
+        Condition("task_ids", log=TASKS.subject),
+        Condition("projects", row="project"),
+        Condition("kinds", log="kind"),
+        Condition("states", log=TASKS.after),  # the event's toState
+        Condition("requester", row="requester", many=False),
+        Condition("assignee", row="assignee", many=False),
+    ),
+)
+
+
 @dataclass(frozen=True)
-class RunEventFilter:
+class EventFilter(LogFilter[EventRecord]):
+    schema: ClassVar[FilterSchema] = TASK_EVENTS
+
+    task_ids: frozenset[str] | None = None
+    projects: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None
+    states: frozenset[TaskState] | None = None
+    requester: str | None = None
+    assignee: str | None = None
+
+
+RUN_EVENTS = FilterSchema(
+    noun="run",
+    alias="r",
+    visible_sql=runs.visible_sql,
+    may_see=lambda principal, run: principal.may_see_run(run.owner),
+    conditions=(
+        Condition("run_ids", log=RUNS.subject),
+        Condition("projects", row="project"),
+        Condition("task_ids", row="task_id"),
+        Condition("events", log=RUNS.name),
+        Condition("statuses", log=RUNS.after),  # the event's toStatus
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RunEventFilter(LogFilter[RunEventRecord]):
+    schema: ClassVar[FilterSchema] = RUN_EVENTS
+
     run_ids: frozenset[str] | None = None
     projects: frozenset[str] | None = None
     task_ids: frozenset[str] | None = None
     events: frozenset[RunEvent] | None = None
-    statuses: frozenset[RunStatus] | None = None  # the event's toStatus
+    statuses: frozenset[RunStatus] | None = None
 
-    def matches(self, event: RunEventRecord, principal: Principal) -> bool:
-        run = event.run
-        return (
-            principal.may_see_run(run.owner)
-            and (self.run_ids is None or event.run_id in self.run_ids)
-            and (self.projects is None or run.project in self.projects)
-            and (self.task_ids is None or run.task_id in self.task_ids)
-            and (self.events is None or event.event in self.events)
-            and (self.statuses is None or event.to_status in self.statuses)
-        )
 
-    def where(self, principal: Principal, p: Params) -> str:
-        """The same conditions in SQL, over `run_events e` joined to `runs r`."""
-        clauses = [f"({runs.visible_sql(principal, p)})"]
-        if self.run_ids is not None:
-            clauses.append(f"e.run_id = ANY({p(sorted(self.run_ids))}::text[])")
-        if self.projects is not None:
-            clauses.append(f"r.project = ANY({p(sorted(self.projects))}::text[])")
-        if self.task_ids is not None:
-            clauses.append(f"r.task_id = ANY({p(sorted(self.task_ids))}::text[])")
-        if self.events is not None:
-            clauses.append(f"e.event = ANY({p(sorted(e.value for e in self.events))}::text[])")
-        if self.statuses is not None:
-            statuses = sorted(s.value for s in self.statuses)
-            clauses.append(f"e.to_status = ANY({p(statuses)}::text[])")
-        return " AND ".join(clauses)
+check_filter(EventFilter)
+check_filter(RunEventFilter)

@@ -3,8 +3,10 @@
 An event log (tasks', runs') is the source of truth; broadcaster only wakes readers up, carrying
 an event id. On a wake-up (or every `poll_interval`, in case a wake-up was lost) the hub reads
 the events after its position once, in id order, and hands each to every subscriber's queue.
-Event ids follow commit order (see `baton.store.lifecycle`), so "after id N" never skips a
-committed event.
+Every read stops below the log's horizon (`baton.store.eventlog`): ids there are final, so
+"after id N" never skips an event that commits later. An event announced while an older
+transaction still runs lies above the horizon for a moment; the hub reads again shortly after
+(`RECHECK_FIRST`, doubling to `RECHECK_MAX`) until it has passed it.
 
 A subscriber with a cursor replays from the log first and then takes live events, skipping any
 id it has already sent; one that falls too far behind is switched back to reading the log.
@@ -30,6 +32,7 @@ from broadcaster import Broadcast
 from baton.access.principals import Principal
 from baton.metrics import DELIVERY_LAG, EVENTS_DELIVERED, LIVE_SUBSCRIPTIONS
 from baton.store.db import Connection, Database
+from baton.store.eventlog import READABLE_BELOW, newest_readable
 from baton.store.sql import Params
 
 log = logging.getLogger("baton.live")
@@ -40,6 +43,9 @@ QUEUE_BYTES = 4 * 1024 * 1024  # and their size (the events are shared by every 
 REPLAY_BYTES = 256 * 1024  # about the size of one replay batch, read for one subscriber alone
 FIRST_REPLAY = 16  # events in a replay's first batch, before their size is known
 STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's disconnect
+RECHECK_FIRST = 0.002  # seconds before reading again while an announced event is not readable
+RECHECK_MAX = 0.1  # the longest wait between such reads
+RECHECK_GIVE_UP = 30.0  # then only the poll reads again (an announcement from a wiped log)
 
 
 class Event(Protocol):
@@ -73,8 +79,10 @@ class EventLog(Generic[E]):
     parse: Callable[[Mapping[str, Any]], E]
 
     async def newest(self, conn: Connection, subject: str | None = None) -> int:
+        """The newest id a reader may pass; or the newest event of one subject, which needs
+        no horizon: a subject's later events always have larger ids."""
         if subject is None:
-            return int(await conn.fetchval(f"SELECT coalesce(max(id), 0) FROM {self.table}"))
+            return await newest_readable(conn, self.table)
         sql = f"SELECT coalesce(max(id), 0) FROM {self.table} WHERE {self.subject} = $1"
         return int(await conn.fetchval(sql, subject))
 
@@ -86,8 +94,12 @@ class EventLog(Generic[E]):
         where: str = "TRUE",
         params: Sequence[Any] = (),
     ) -> list[E]:
-        """Events after `cursor` in id order (an extra condition's parameters start at $3)."""
-        sql = f"{self.select} WHERE e.id > $1 AND ({where}) ORDER BY e.id LIMIT $2"
+        """Events after `cursor` in id order, below the horizon (an extra condition's
+        parameters start at $3)."""
+        sql = (
+            f"{self.select} WHERE e.id > $1 AND e.id < {READABLE_BELOW} AND ({where}) "
+            "ORDER BY e.id LIMIT $2"
+        )
         return [self.parse(r) for r in await conn.fetch(sql, cursor, limit, *params)]
 
     async def ids_after(
@@ -101,8 +113,9 @@ class EventLog(Generic[E]):
         """The ids `after` would return: finding matching events costs the same whatever
         their size, and holding their ids costs nothing."""
         sql = (
-            f"SELECT q.event_id FROM ({self.select} WHERE e.id > $1 AND ({where}) "
-            "ORDER BY e.id LIMIT $2) q ORDER BY q.event_id"
+            f"SELECT q.event_id FROM ({self.select} WHERE e.id > $1 "
+            f"AND e.id < {READABLE_BELOW} AND ({where}) ORDER BY e.id LIMIT $2) q "
+            "ORDER BY q.event_id"
         )
         return [r[0] for r in await conn.fetch(sql, cursor, limit, *params)]
 
@@ -166,6 +179,9 @@ class EventHub(Generic[E]):
         self._tasks: list[asyncio.Task[None]] = []
         self._announce = asyncio.Event()
         self._newest_committed = 0
+        # The newest committed id this process has heard of (its own commits, the broker's
+        # messages): while the position is below it, an event waits for the horizon.
+        self._announced = 0
         self._stopping = False
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -201,6 +217,7 @@ class EventHub(Generic[E]):
         """
         self._wake.set()
         self._newest_committed = max(self._newest_committed, event_id)
+        self._announced = max(self._announced, event_id)
         self._announce.set()
 
     async def _announcer(self) -> None:
@@ -222,7 +239,8 @@ class EventHub(Generic[E]):
                 async with self.broadcast.subscribe(self.log.channel) as subscriber:
                     delay = 0.1
                     while True:
-                        await subscriber.get()
+                        message = await subscriber.get()
+                        self._heard(message.message)
                         self._wake.set()
             except asyncio.CancelledError:
                 raise
@@ -235,10 +253,23 @@ class EventHub(Generic[E]):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def _heard(self, message: str) -> None:
+        """Note the id another process announced (anything else only wakes the reader)."""
+        with contextlib.suppress(ValueError):
+            self._announced = max(self._announced, int(message))
+
+    def _waiting(self) -> bool:
+        """Whether an announced event is not delivered yet (it was above the horizon)."""
+        return bool(self._subscribers) and self.position < self._announced
+
     async def _read(self) -> None:
+        recheck, waited = RECHECK_FIRST, 0.0
         while True:
+            waiting = self._waiting()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                await asyncio.wait_for(
+                    self._wake.wait(), recheck if waiting else self.poll_interval
+                )
             self._wake.clear()
             try:
                 await self._read_new()
@@ -248,6 +279,14 @@ class EventHub(Generic[E]):
                 log.warning("event hub: reading the log failed (%s); retrying", exc)
                 await asyncio.sleep(min(self.poll_interval, 1.0))
                 self._wake.set()
+            if not self._waiting():
+                recheck, waited = RECHECK_FIRST, 0.0
+                continue
+            waited += recheck
+            recheck = min(recheck * 2, RECHECK_MAX)
+            if waited > RECHECK_GIVE_UP:
+                log.warning("event hub: event %d never became readable", self._announced)
+                self._announced = self.position
 
     async def _read_new(self) -> None:
         if not self._subscribers:

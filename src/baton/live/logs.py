@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from baton.live.hub import EventLog
 from baton.store.records import EventRecord, RunEventRecord
-from baton.store.runs import EVENTS_WITH_RUNS
-from baton.store.tasks import EVENTS_WITH_TASKS
+from baton.store.runs import EVENTS_WITH_RUNS, RUNS
+from baton.store.tasks import EVENTS_WITH_TASKS, TASKS
 
 TASK_LOG: EventLog[EventRecord] = EventLog(
     channel="baton_task_events",
-    table="task_events",
-    subject="task_id",
+    table=TASKS.events,
+    subject=TASKS.subject,
     select=EVENTS_WITH_TASKS,
     parse=EventRecord.from_row,
 )
 RUN_LOG: EventLog[RunEventRecord] = EventLog(
     channel="baton_run_events",
-    table="run_events",
-    subject="run_id",
+    table=RUNS.events,
+    subject=RUNS.subject,
     select=EVENTS_WITH_RUNS,
     parse=RunEventRecord.from_row,
 )

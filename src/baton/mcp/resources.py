@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,22 +41,85 @@ from baton.store.tasks import TaskQuery
 log = logging.getLogger("baton.mcp")
 
 MIME = "application/json"
-TASK_URI = "baton://tasks/{id}"
-RUN_URI = "baton://runs/{id}"
-_URI = re.compile(r"baton://(tasks|runs)/([^/?#]{1,128})")
 LISTED = 50  # the newest tasks and runs `resources/list` names
 _SUBSCRIPTIONS = "baton.subscriptions"  # a handshake session's subscriptions, in its state
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A lifecycle's resources, `baton://<collection>/{id}`: how one is read (`get` checks
+    that the caller may see it, `shape` answers it as its read tool does), listed, and
+    followed (its live hub, and the filter that keeps one subject's events)."""
+
+    collection: str  # tasks, runs
+    name: str  # task, run
+    description: str  # the template's
+    get: Callable[[Context, str], Awaitable[Any]]
+    shape: Callable[[Context, Any], Awaitable[dict[str, Any]]]
+    newest: Callable[[Context], Awaitable[Sequence[Any]]]
+    listed: Callable[[Any], tuple[str, str]]  # a record's (title, description) in the list
+    hub: Callable[[Context], Any]
+    only: Callable[[str], Any]
+
+    @property
+    def template(self) -> str:
+        return f"baton://{self.collection}/{{id}}"
+
+
+async def _task_shape(context: Context, record: Any) -> dict[str, Any]:
+    return shapes.task(record, context.principal)
+
+
+async def _newest_tasks(context: Context) -> Sequence[Any]:
+    rows, _more = await context.service.page(context.principal, TaskQuery(), LISTED, None)
+    return rows
+
+
+async def _newest_runs(context: Context) -> Sequence[Any]:
+    rows, _more = await context.runs.page(context.principal, RunQuery(), LISTED, None)
+    return rows
+
+
+TASKS = Kind(
+    collection="tasks",
+    name="task",
+    description="A task as the `task` tool returns it; subscribe to be told when it changes "
+    "(a move, a checkpoint).",
+    get=lambda context, id: context.service.get(context.principal, id),
+    shape=_task_shape,
+    newest=_newest_tasks,
+    listed=lambda t: (
+        t.packet["task"][:100],
+        f"task {t.state.value}: {t.requester} → {t.assignee}",
+    ),
+    hub=lambda context: context.events,
+    only=lambda id: EventFilter(task_ids=frozenset({id})),
+)
+RUNS = Kind(
+    collection="runs",
+    name="run",
+    description="A pipeline run as the `run` tool returns it; subscribe to be told when it "
+    "changes (an event).",
+    get=lambda context, id: context.runs.get(context.principal, id),
+    shape=run_with_lease,
+    newest=_newest_runs,
+    listed=lambda r: (r.title[:100], f"run {r.status.value} ({r.phase.value})"),
+    hub=lambda context: context.run_events,
+    only=lambda id: RunEventFilter(run_ids=frozenset({id})),
+)
+KINDS = {kind.collection: kind for kind in (TASKS, RUNS)}
+_URI = re.compile(rf"baton://({'|'.join(KINDS)})/([^/?#]{{1,128}})")
 
 ContextFactory = Callable[[Principal], Context]
 Caller = Callable[[ServerRequestContext[Any, Any]], tuple[Principal, str]]
 
 
-def parse(uri: str) -> tuple[str, str]:
-    """("tasks" | "runs", id) of a Baton resource URI; `not_found` for any other."""
+def parse(uri: str) -> tuple[Kind, str]:
+    """The kind and id of a Baton resource URI; `not_found` for any other."""
     match = _URI.fullmatch(uri)
     if match is None:
         raise _refused(NotFound("resource", uri))
-    return match.group(1), match.group(2)
+    return KINDS[match.group(1)], match.group(2)
 
 
 def _refused(error: BatonError) -> MCPError:
@@ -88,9 +151,7 @@ class Resources:
         kind, subject = parse(uri)
         context = self.context(principal)
         try:
-            if kind == "tasks":
-                return shapes.task(await context.service.get(principal, subject), principal)
-            return await run_with_lease(context, await context.runs.get(principal, subject))
+            return await kind.shape(context, await kind.get(context, subject))
         except BatonError as exc:
             raise _refused(exc) from None
 
@@ -113,35 +174,23 @@ class Resources:
         """The caller's newest tasks and runs (reach the rest through the templates)."""
         principal, _ = self.caller(ctx)
         context = self.context(principal)
+        resources = []
         try:
-            tasks, _more = await context.service.page(principal, TaskQuery(), LISTED, None)
-            runs, _more = await context.runs.page(principal, RunQuery(), LISTED, None)
+            for kind in KINDS.values():
+                for record in await kind.newest(context):
+                    title, description = kind.listed(record)
+                    resources.append(
+                        types.Resource(
+                            uri=kind.template.format(id=record.id),
+                            name=record.id,
+                            title=title,
+                            description=description,
+                            mime_type=MIME,
+                        )
+                    )
         except BatonError as exc:
             raise _refused(exc) from None
-        return types.ListResourcesResult(
-            resources=[
-                *(
-                    types.Resource(
-                        uri=TASK_URI.format(id=t.id),
-                        name=t.id,
-                        title=t.packet["task"][:100],
-                        description=f"task {t.state.value}: {t.requester} → {t.assignee}",
-                        mime_type=MIME,
-                    )
-                    for t in tasks
-                ),
-                *(
-                    types.Resource(
-                        uri=RUN_URI.format(id=r.id),
-                        name=r.id,
-                        title=r.title[:100],
-                        description=f"run {r.status.value} ({r.phase.value})",
-                        mime_type=MIME,
-                    )
-                    for r in runs
-                ),
-            ]
-        )
+        return types.ListResourcesResult(resources=resources)
 
     async def templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -149,19 +198,12 @@ class Resources:
         return types.ListResourceTemplatesResult(
             resource_templates=[
                 types.ResourceTemplate(
-                    uri_template=TASK_URI,
-                    name="task",
-                    description="A task as the `task` tool returns it; subscribe to be told "
-                    "when it changes (a move, a checkpoint).",
+                    uri_template=kind.template,
+                    name=kind.name,
+                    description=kind.description,
                     mime_type=MIME,
-                ),
-                types.ResourceTemplate(
-                    uri_template=RUN_URI,
-                    name="run",
-                    description="A pipeline run as the `run` tool returns it; subscribe to be "
-                    "told when it changes (an event).",
-                    mime_type=MIME,
-                ),
+                )
+                for kind in KINDS.values()
             ]
         )
 
@@ -172,21 +214,14 @@ class Resources:
         error, for one the caller cannot see)."""
         kind, subject = parse(uri)
         context = self.context(principal)
+        hub = kind.hub(context)
         try:
-            if kind == "tasks":
-                # The newest event first, then the task: nothing between the two is missed.
-                cursor = await context.events.last_event_of(subject)
-                await context.service.get(principal, subject)
-                where: Any = EventFilter(task_ids=frozenset({subject}))
-                hub: Any = context.events
-            else:
-                cursor = await context.run_events.last_event_of(subject)
-                await context.runs.get(principal, subject)
-                where = RunEventFilter(run_ids=frozenset({subject}))
-                hub = context.run_events
+            # The newest event first, then the subject: nothing between the two is missed.
+            cursor = await hub.last_event_of(subject)
+            await kind.get(context, subject)
         except BatonError as exc:
             raise _refused(exc) from None
-        return self._follow(hub, principal, where, cursor)
+        return self._follow(hub, principal, kind.only(subject), cursor)
 
     @staticmethod
     async def _follow(

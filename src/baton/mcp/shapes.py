@@ -8,6 +8,8 @@ them with the same fields read over GraphQL, so the two doors cannot drift apart
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from datetime import datetime
 from enum import Enum
@@ -15,6 +17,9 @@ from typing import Any
 
 from baton.access.principals import Principal
 from baton.api.errors import to_error
+from baton.api.lifecycle import LifecycleSchema
+from baton.api.runs import RUN_SCHEMA
+from baton.api.types import TASK_SCHEMA
 from baton.errors import BatonError
 from baton.protocol.params import camel
 from baton.protocol.pipeline import PHASE_LABELS, STATUS_LABELS
@@ -70,19 +75,34 @@ def task(record: TaskRecord, principal: Principal) -> JSONObject:
     }
 
 
-def task_event(event: EventRecord) -> JSONObject:
-    return {
-        "id": str(event.id),
-        "kind": event.kind,
-        "taskId": event.task_id,
-        "move": event.move.value if event.move else None,
-        "fromState": event.from_state.value if event.from_state else None,
-        "toState": event.to_state.value if event.to_state else None,
-        "actor": event.actor,
-        "reason": event.reason,
-        "at": _time(event.at),
-        "version": event.version,
-    }
+def event_shape(schema: LifecycleSchema) -> Callable[[Any], JSONObject]:
+    """An event of the lifecycle `schema` declares, as its GraphQL event type answers it (the
+    same fields, from the same declaration; the row after the event is left out)."""
+    layout = schema.layout
+    axes = [(camel(c), operator.attrgetter(c)) for c in (layout.name, layout.before, layout.after)]
+    subject_key, subject = camel(layout.subject), operator.attrgetter(layout.subject)
+    extras = [
+        (camel(column), operator.attrgetter(column), extra.convert)
+        for column, extra in zip(layout.extras, schema.extras, strict=True)
+    ]
+
+    def shape(event: Any) -> JSONObject:
+        out: JSONObject = {"id": str(event.id), "kind": event.kind, subject_key: subject(event)}
+        for key, read in axes:
+            value = read(event)
+            out[key] = value.value if value is not None else None
+        out["actor"] = event.actor
+        for key, read, convert in extras:
+            out[key] = convert(read(event)) if convert else read(event)
+        out["at"] = _time(event.at)
+        out["version"] = event.version
+        return out
+
+    return shape
+
+
+task_event: Callable[[EventRecord], JSONObject] = event_shape(TASK_SCHEMA)
+run_event: Callable[[RunEventRecord], JSONObject] = event_shape(RUN_SCHEMA)
 
 
 def lease(value: Lease | None) -> JSONObject | None:
@@ -115,21 +135,6 @@ def run(record: RunRecord, principal: Principal, current: Lease | None) -> JSONO
         "updatedAt": _time(record.updated_at),
         "allowedEvents": [e.value for e in RunService.allowed_events(principal, record, current)],
         "lease": lease(current),
-    }
-
-
-def run_event(event: RunEventRecord) -> JSONObject:
-    return {
-        "id": str(event.id),
-        "kind": event.kind,
-        "runId": event.run_id,
-        "event": event.event.value if event.event else None,
-        "fromStatus": event.from_status.value if event.from_status else None,
-        "toStatus": event.to_status.value,
-        "actor": event.actor,
-        "details": event.details or None,
-        "at": _time(event.at),
-        "version": event.version,
     }
 
 

@@ -7,15 +7,17 @@ against that list, checks the expected version and the caller's role, writes the
 returning event and row together. Nothing is written when a guard fails; the service then reads
 the row to say why. Tasks and runs both change this way; `Layout` says where each one lives.
 
-Event ids are drawn under the log's transaction-level advisory lock, taken after the row lock in
-the same statement, so they follow commit order: a reader that has seen id N has seen every event
-committed before it.
+Event ids come from the writing transaction's id (see `baton.store.eventlog`): no lock is shared
+by all writers. One subject's events must still follow its versions, so the statement takes the
+subject's own transaction-level advisory lock before anything else: its transaction id is then
+assigned (by its first write, the row lock) only after the subject's previous writer committed,
+and is larger than that writer's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -60,7 +62,15 @@ class Layout:
     after: str  # ... and after it
     copies: tuple[str, ...]  # row columns the log keeps as they were after the change
     extras: tuple[str, ...]  # the log's own columns, given per change (a reason, details)
-    lock: int  # the advisory lock that orders this log's ids
+    lock: int  # the class of the subjects' advisory locks (the subject's hash is the key)
+
+    def subject_lock(self, key: str, *, wait: bool = True) -> str:
+        """SQL that takes the subject `key`'s (an SQL expression) transaction-level lock and
+        holds (is true), or with `wait=False` holds only if the lock was free. Taking no
+        transaction id itself, it goes before a statement's first write."""
+        if wait:
+            return f"pg_advisory_xact_lock({self.lock}, hashtext({key}))::text = ''"
+        return f"pg_try_advisory_xact_lock({self.lock}, hashtext({key}))"
 
     @property
     def returned(self) -> str:
@@ -74,6 +84,27 @@ class Layout:
             *(f"{extra} AS event_{extra}" for extra in self.extras),
         ]
         return ", ".join(own)
+
+
+def check_event_record(layout: Layout, record: type, noun: str) -> None:
+    """An event record's fields follow its layout, in the order `baton.store.records.
+    event_builder` fills them; raised at import time when they do not."""
+    names = [f.name for f in fields(record)]
+    expected = [
+        "id",
+        "kind",
+        layout.subject,
+        layout.name,
+        layout.before,
+        layout.after,
+        "actor",
+        *layout.extras,
+        "version",
+        "at",
+        noun,
+    ]
+    if names != expected:
+        raise TypeError(f"{record.__name__} has fields {names}; its layout needs {expected}")
 
 
 def _literal(value: Enum | None) -> str:
@@ -129,15 +160,15 @@ def appending(
     layout: Layout, kind: str, name: str, actor: str, extras: dict[str, str] | None = None
 ) -> str:
     """The tail of a change statement, after CTE `changed` (the row after the change, plus
-    `from_value`, the primary axis before it): take the log's lock, append the event, return
-    the event's columns and the row's. Arguments are SQL expressions (literals or $n)."""
+    `from_value`, the primary axis before it): append the event (its id is the column's
+    default, `baton_event_id()`), return the event's columns and the row's. Arguments are SQL
+    expressions (literals or $n)."""
     columns, values = event_row(layout, "c", kind, name, "c.from_value", actor, extras)
     return f"""
-    locked AS (SELECT pg_advisory_xact_lock({layout.lock}) FROM changed),
     event AS (
         INSERT INTO {layout.events} ({columns})
         SELECT {values}
-        FROM changed c, locked
+        FROM changed c
         RETURNING {layout.returned}
     )
     SELECT event.*, changed.* FROM event, changed
@@ -150,6 +181,7 @@ def change_statement(
     *,
     pairs: Sequence[tuple[Position[Any], Position[Any]]],
     select: str,
+    subject: str | None,
     skip_locked: bool = False,
     sets: Sequence[str] = (),
     guards: Sequence[str] = (),
@@ -164,7 +196,14 @@ def change_statement(
     in ORDER BY … LIMIT; with `skip_locked`, rows another transaction holds are passed over)
     from one position of `pairs` to its partner, if the `guards` (over `old`, the locked row)
     and `expected_version` hold. `also` are further named statements over `changed` that run
-    with it (`name AS (…)`), in the same transaction."""
+    with it (`name AS (…)`), in the same transaction.
+
+    `subject` (an SQL expression, the row's id) names the row when it is known beforehand: its
+    advisory lock is then taken before the row lock (tried, with `skip_locked`), so that this
+    statement's transaction id follows that of the row's previous writer (see the module
+    docstring). A statement that picks its row (`subject=None`, a claim of the oldest run)
+    relies on PostgreSQL assigning the transaction id of a row lock only once the lock is
+    granted: it must be its transaction's first write, as every change is."""
     axes = len(layout.columns)
     before = [f"f{i}" for i in range(axes)]
     after = [f"t{i}" for i in range(axes)]
@@ -177,6 +216,9 @@ def change_statement(
     if not pairs:
         matches = ["FALSE"]  # no position allows it: nothing changes, the service says why
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
+    if subject is not None:
+        # After the row's own conditions: a row the caller may not see is not even locked.
+        select = f"({select}) AND {layout.subject_lock(subject, wait=not skip_locked)}"
     return f"""
     WITH old AS (SELECT * FROM {layout.table} WHERE {select} {lock}),
     moves ({", ".join(before + after)}) AS (VALUES {_values(pairs) or _nothing(axes)}),

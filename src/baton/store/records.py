@@ -1,7 +1,16 @@
-"""Plain records read from the store: what the service and the API work with."""
+"""Plain records read from the store: what the service and the API work with.
+
+A lifecycle's event record is built by `event_builder` from its row's builder and its table:
+its fields are, in order, the event's id and kind, then the log's columns as the lifecycle's
+`Layout` names them (the subject's id, the move's name, the primary axis before and after, the
+log's own extras), the actor among them, then the version and time, and the row right after the
+event under the lifecycle's noun. `baton.store.lifecycle.check_event_record` holds a record to
+its layout.
+"""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,11 +19,13 @@ from typing import Any, TypeVar
 
 import orjson
 
-from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
-from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
+from baton.protocol.handoff import HANDOFF, MoveName, TaskState, Verification, WaitingOn
+from baton.protocol.machine import Machine
+from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
 
 E = TypeVar("E", bound=Enum)
 R = TypeVar("R")
+Row = Mapping[Any, Any]
 
 _new = object.__new__
 
@@ -39,11 +50,43 @@ def _by_value(enum: type[E]) -> Callable[[Any], E]:
 _TASK_STATE = _by_value(TaskState)
 _WAITING_ON = _by_value(WaitingOn)
 _VERIFICATION = _by_value(Verification)
-_MOVE = _by_value(MoveName)
 _RUN_STATUS = _by_value(RunStatus)
 _RUN_PHASE = _by_value(RunPhase)
 _RUN_CHECKPOINT = _by_value(RunCheckpoint)
-_RUN_EVENT = _by_value(RunEvent)
+
+
+def event_builder(
+    cls: Callable[..., R],
+    subject: Callable[[Row], Any],
+    machine: Machine[Any, Any, Any],
+    extras: tuple[str, ...],
+) -> Callable[[Row], R]:
+    """How a lifecycle's event record is read: from a row of the event's own columns
+    (`event_*`, see `baton.store.lifecycle.Layout.returned`) beside its subject's at that event,
+    which `subject` reads. `extras` are the log's own columns, as the layout lists them."""
+    name_of = _by_value(type(machine.names()[0]))
+    state_of = _by_value(type(machine.initial))
+    primary = operator.attrgetter(machine.primary)
+    extra_keys = tuple(f"event_{extra}" for extra in extras)
+
+    def build(row: Row) -> R:
+        s = subject(row)
+        name, before = row["event_name"], row["event_from"]
+        return cls(
+            row["event_id"],
+            row["event_kind"],
+            s.id,
+            name_of(name) if name else None,
+            state_of(before) if before else None,
+            primary(s),
+            row["event_actor"],
+            *[row[key] for key in extra_keys],
+            s.version,
+            s.updated_at,
+            s,
+        )
+
+    return build
 
 
 # A task's JSON columns, as a listing reads them: text, decoded when first read (see
@@ -158,28 +201,14 @@ class EventRecord:
     task: TaskRecord  # the task as it was right after this event
 
     @classmethod
-    def from_row(cls, row: Mapping[Any, Any], *, text: bool = False) -> EventRecord:
-        """From a row of the event's own columns (`event_*`) beside the task's at that event
-        (see `baton.store.tasks`); with `text`, the task's JSON came as text (see
-        `TaskRecord.from_text_row`)."""
-        task = TaskRecord.from_text_row(row) if text else TaskRecord.from_mapping(row)
-        move, from_state = row["event_name"], row["event_from"]
-        return _made(
-            cls,
-            dict(
-                id=row["event_id"],
-                kind=row["event_kind"],
-                task_id=task.id,
-                move=_MOVE(move) if move else None,
-                from_state=_TASK_STATE(from_state) if from_state else None,
-                to_state=task.state,
-                actor=row["event_actor"],
-                reason=row["event_reason"],
-                version=task.version,
-                at=task.updated_at,
-                task=task,
-            ),
-        )
+    def from_row(cls, row: Row, *, text: bool = False) -> EventRecord:
+        """From a row of the event's own columns beside the task's (see `baton.store.tasks`);
+        with `text`, the task's JSON came as text (see `TaskRecord.from_text_row`)."""
+        return _TASK_EVENT_TEXT(row) if text else _TASK_EVENT(row)
+
+
+_TASK_EVENT = event_builder(EventRecord, TaskRecord.from_mapping, HANDOFF, ("reason",))
+_TASK_EVENT_TEXT = event_builder(EventRecord, TaskRecord.from_text_row, HANDOFF, ("reason",))
 
 
 @dataclass(frozen=True)
@@ -239,20 +268,9 @@ class RunEventRecord:
     run: RunRecord  # the run as it was right after this event
 
     @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> RunEventRecord:
-        """From a row of the event's own columns (`event_*`) beside the run's at that event."""
-        run = RunRecord.from_mapping(row)
-        name, before = row["event_name"], row["event_from"]
-        return cls(
-            id=row["event_id"],
-            kind=row["event_kind"],
-            run_id=run.id,
-            event=_RUN_EVENT(name) if name else None,
-            from_status=_RUN_STATUS(before) if before else None,
-            to_status=run.status,
-            actor=row["event_actor"],
-            details=row["event_details"],
-            version=run.version,
-            at=run.updated_at,
-            run=run,
-        )
+    def from_row(cls, row: Row) -> RunEventRecord:
+        """From a row of the event's own columns beside the run's at that event."""
+        return _RUN_EVENT_RECORD(row)
+
+
+_RUN_EVENT_RECORD = event_builder(RunEventRecord, RunRecord.from_mapping, PIPELINE, ("details",))

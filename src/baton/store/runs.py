@@ -27,12 +27,19 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.protocol.machine import Position
 from baton.protocol.pipeline import EVENTS, PIPELINE, RunActor, RunEvent, RunPhase, RunStatus
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, appending, change_statement, event_pages
+from baton.store.lifecycle import (
+    Layout,
+    appending,
+    change_statement,
+    check_event_record,
+    event_pages,
+)
 from baton.store.records import RunEventRecord, RunRecord
 from baton.store.sql import Params
 from baton.store.tasks import decode_cursor, storable_time
 
-# Orders the run log's ids (its own lock: run events and task moves never wait on each other).
+# The class of the per-run advisory locks that keep one run's events in version order (see
+# `baton.store.lifecycle`).
 RUN_APPEND_LOCK = 7412003
 
 RUNS = Layout(
@@ -55,6 +62,7 @@ RUNS = Layout(
     extras=("details",),
     lock=RUN_APPEND_LOCK,
 )
+check_event_record(RUNS, RunEventRecord, "run")
 
 CLAIMABLE = (RunStatus.backlog, RunStatus.waiting_for_agent)
 CLAIMED = RunStatus.in_progress
@@ -169,6 +177,7 @@ def _guarded(
     change: RunChange,
     principal: Principal,
     select: str,
+    subject: str | None,
     *,
     skip_locked: bool = False,
     expected_version: int | None = None,
@@ -185,6 +194,7 @@ def _guarded(
         p,
         pairs=change.pairs,
         select=select,
+        subject=subject,
         skip_locked=skip_locked,
         sets=sets,
         guards=guards,
@@ -208,9 +218,16 @@ async def change(
     """Apply `change` to run `run_id` if every guard holds now; None when one does not (or
     the caller may not see the run)."""
     p = Params()
-    select = f"id = {p(run_id)} AND {visible_sql(principal, p, 'runs')}"
+    key = p(run_id)
+    select = f"id = {key} AND {visible_sql(principal, p, 'runs')}"
     sql = _guarded(
-        p, change, principal, select, expected_version=expected_version, lease_id=lease_id
+        p,
+        change,
+        principal,
+        select,
+        f"{key}::text",
+        expected_version=expected_version,
+        lease_id=lease_id,
     )
     row = await conn.fetchrow(sql, *p.values)
     return RunEventRecord.from_row(row) if row is not None else None
@@ -246,8 +263,10 @@ async def claim(
     """Claim run `run_id`, or else `owner`'s oldest claimable run (of `project`), with lease
     `lease_id` for the caller; None when there is none to claim."""
     p = Params()
+    subject: str | None = None
     if run_id is not None:
-        select, skip = f"id = {p(run_id)} AND {visible_sql(principal, p, 'runs')}", False
+        subject = f"{p(run_id)}::text"
+        select, skip = f"id = {subject} AND {visible_sql(principal, p, 'runs')}", False
     else:
         statuses = p([s.value for s in CLAIMABLE])
         select = f"owner = {p(owner)} AND status = ANY({statuses}::text[])"
@@ -260,6 +279,7 @@ async def claim(
         change,
         principal,
         select,
+        subject,
         skip_locked=skip,
         expected_version=expected_version,
         also=[_leasing(p, lease_id, principal.handle, lease_seconds)],
@@ -328,11 +348,12 @@ async def offline(
     """The sweeper's event: only while the run's lease has run out, skipping a run another
     transaction holds (a heartbeat, or another process's sweeper)."""
     p = Params()
+    key = p(run_id)
     select = (
-        f"id = {p(run_id)} AND EXISTS (SELECT 1 FROM run_leases l "
+        f"id = {key} AND EXISTS (SELECT 1 FROM run_leases l "
         "WHERE l.run_id = runs.id AND l.expires_at < now())"
     )
-    sql = _guarded(p, change, principal, select, skip_locked=True)
+    sql = _guarded(p, change, principal, select, f"{key}::text", skip_locked=True)
     row = await conn.fetchrow(sql, *p.values)
     return RunEventRecord.from_row(row) if row is not None else None
 

@@ -29,6 +29,9 @@ def _optional_ts() -> Any:
     return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
 
 
+# The event logs' id default (migration 0009).
+_EVENT_ID = text("baton_event_id()")
+
 # Every listing is newest `updated_at` first, ties broken by id.
 _RECENT = (text("updated_at DESC"), text("id DESC"))
 # An owner sees its own hand-offs through the requester side; its assignee side is these.
@@ -89,8 +92,8 @@ class TaskEventRow(SQLModel, table=True):
     __tablename__ = "task_events"
     __table_args__ = (Index("task_events_task_idx", "task_id", "id"),)
 
-    # Allocated under a transaction-level advisory lock, so ids follow commit order.
-    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    # The writer's transaction id and the event's number in it (see baton.store.eventlog).
+    id: int = Field(sa_column=Column(BigInteger, primary_key=True, server_default=_EVENT_ID))
     task_id: str = Field(sa_column=Column(Text, ForeignKey("tasks.id"), nullable=False))
     kind: str = Field(sa_column=Column(Text, nullable=False))
     move: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
@@ -190,8 +193,8 @@ class RunEventRow(SQLModel, table=True):
     __tablename__ = "run_events"
     __table_args__ = (Index("run_events_run_idx", "run_id", "id"),)
 
-    # Allocated under the run log's transaction-level advisory lock, so ids follow commit order.
-    id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
+    # The writer's transaction id and the event's number in it (see baton.store.eventlog).
+    id: int = Field(sa_column=Column(BigInteger, primary_key=True, server_default=_EVENT_ID))
     run_id: str = Field(sa_column=Column(Text, ForeignKey("runs.id"), nullable=False))
     kind: str = Field(sa_column=Column(Text, nullable=False))  # created | moved
     event: str | None = Field(default=None, sa_column=Column(Text, nullable=True))

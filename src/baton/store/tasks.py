@@ -23,11 +23,18 @@ from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingO
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
 from baton.store.db import Connection
-from baton.store.lifecycle import Layout, change_statement, event_pages, event_row
+from baton.store.lifecycle import (
+    Layout,
+    change_statement,
+    check_event_record,
+    event_pages,
+    event_row,
+)
 from baton.store.records import LAZY_JSON, EventRecord, TaskRecord
 from baton.store.sql import Params
 
-# Serialises event appends so that event ids follow commit order (see the module docstring).
+# The class of the per-task advisory locks that keep one task's events in version order (see
+# `baton.store.lifecycle`). Event appends share no lock.
 EVENT_APPEND_LOCK = 7412002
 
 TASKS = Layout(
@@ -43,6 +50,7 @@ TASKS = Layout(
     extras=("reason",),
     lock=EVENT_APPEND_LOCK,
 )
+check_event_record(TASKS, EventRecord, "task")
 
 # The columns a `TaskRecord` is made of, and no others: a row's `depends_on` array, owners and
 # deliverable type (kept for the indexes) would be decoded for nothing.
@@ -128,11 +136,11 @@ class RulesChanged(Exception):
 def hand_off_function_sql() -> str:
     """The server-side function that creates a task and makes the gate's move on it, as one
     statement: the task row, its `created` event, then (when `move` is given) the change to
-    the position given and its `moved` event, under the log's lock; it returns the events with
-    the task as each left it, or nothing when the id exists. The guard trigger still checks the
-    row starts at the initial position and that the change is one the table lists; which
-    position that is, is the caller's to say, read off the table. One round trip, so the log's
-    lock is held from the first event to the commit and never across a client's turn.
+    the position given and its `moved` event; it returns the events with the task as each left
+    it, or nothing when the id exists. The guard trigger still checks the row starts at the
+    initial position and that the change is one the table lists; which position that is, is the
+    caller's to say, read off the table. One round trip. The task is new, so no other
+    transaction can have written its events before this one: it needs no task lock.
 
     The caller decided the gate's move by the assignee owner's rules at `rules_version` (see
     `gate_rule_versions`); if they have changed since, nothing is written and the function
@@ -176,7 +184,6 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock({TASKS.lock});
     INSERT INTO {TASKS.events} ({created_columns})
     VALUES ({created_values});
     IF gate_move IS NOT NULL THEN
@@ -289,7 +296,8 @@ async def change(
     A task the caller may not see is not even locked: to the statement it does not exist, so
     the refusal costs what one on a missing id costs."""
     p = Params()
-    select = f"id = {p(task_id)} AND ({visible_sql(principal, p, 'tasks')})"
+    key = p(task_id)
+    select = f"id = {key} AND ({visible_sql(principal, p, 'tasks')})"
     sets = []
     if change.clears_result:
         sets.append("result = NULL")
@@ -308,6 +316,7 @@ async def change(
         p,
         pairs=change.pairs,
         select=select,
+        subject=f"{key}::text",
         sets=sets,
         guards=guards,
         expected_version=expected_version,

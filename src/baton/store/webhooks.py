@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from baton.store.db import Connection, Database
+from baton.store.eventlog import newest_readable, newest_readable_sql
 
 MAX_ENDPOINTS = 20  # per owner
 KEPT_DELIVERIES = 1000  # per endpoint, newest kept (older rows are pruned)
@@ -36,14 +37,12 @@ class DeliveryStatus(StrEnum):
 
 def readable_through_sql(log: str) -> str:
     """SQL for the newest event id of `log` that a reader may pass: every event up to it is
-    committed, and none committed later can have a smaller id. Today ids follow commit order
-    (they are drawn under the log's advisory lock), so it is the newest id; the one place to
-    change if ids come to follow another order with a high-water mark."""
-    return f"(SELECT coalesce(max(id), 0) FROM {LOG_TABLES[log]})"
+    committed, and none committed later can have a smaller id (`baton.store.eventlog`)."""
+    return newest_readable_sql(LOG_TABLES[log])
 
 
 async def readable_through(conn: Connection, log: str) -> int:
-    return int(await conn.fetchval(f"SELECT {readable_through_sql(log)}"))
+    return await newest_readable(conn, LOG_TABLES[log])
 
 
 @dataclass(frozen=True)

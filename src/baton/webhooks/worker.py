@@ -9,7 +9,7 @@ anywhere in between has written nothing for that batch; its lease runs out and t
 sends from the old cursor again: the receiver may see the batch's messages twice (same
 `webhook-id`), never miss one.
 
-Order: an endpoint's task events arrive in task-event id order (commit order), and its run
+Order: an endpoint's task events arrive in task-event id order (the log's order), and its run
 events in run-event id order; the two logs are two sequences, sent task events first within
 each turn, with no order promised between a task event and a run event. A message is not sent
 before the one ahead of it in its log is acknowledged: a failing head holds its endpoint back

@@ -23,8 +23,10 @@ const EVENTS = `subscription BoardEvents($after: ID) {
 }`;
 
 // A cursor to start the stream from that no event of the coming page loads can precede: the
-// last event of the most recently updated task. Events are numbered in commit order, so every
-// later event is replayed; views drop what they already show by version.
+// last event of the most recently updated task. Every later event of every task shown is replayed
+// (one task's events are numbered in the order of its versions); views drop what they already
+// show by version. An event of another task whose transaction was still committing as the page
+// loaded may be numbered below this cursor (docs/event-log.md, "Cursors from outside a stream").
 const HEAD = `query BoardHead {
   tasks(first: 1) { edges { node { events(first: 100) { edges { cursor } } } } }
 }`;
