@@ -22,7 +22,7 @@ from bench.server import raise_open_files_limit
 
 from . import report, wrk
 from .run import Options, compare
-from .workloads import TARGETS, WORKLOADS
+from .workloads import SCALED, TARGETS, WORKLOADS
 
 
 def _list(raw: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -45,7 +45,12 @@ def parse_args(argv: list[str] | None) -> Options:
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--targets", default=",".join(TARGETS))
     p.add_argument("--concurrency", default="1,32", help="connections (comma-separated)")
-    p.add_argument("--baton-workers", type=int, default=1, help="passed as `baton serve --workers`")
+    p.add_argument(
+        "--baton-workers",
+        type=int,
+        default=1,
+        help="the scaled table's `baton serve --workers N` (the per-core table runs one process)",
+    )
     p.add_argument(
         "--database-url",
         default=os.environ.get("BATON_BENCH_DATABASE_URL"),
@@ -104,16 +109,33 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{options.tasks} tasks (seeded in {outcome.seed_seconds:.1f} s) · "
         f"{options.repetitions} repetition(s) x {options.duration:g} s after {options.warmup:g} s "
-        f"warm-up · wrk {threads} · baton serve --workers {options.baton_workers} · "
+        f"warm-up · wrk {threads} · baton serve --workers 1"
+        + (f" and --workers {options.baton_workers}" if options.baton_workers > 1 else "")
+        + " · "
         f"{outcome.versions or 'no PostGraphile'} · database: {outcome.where}\n"
     )
-    print("### Every measurement\n")
+    print("### Per core: one Baton process against one PostGraphile process\n")
+    if {"baton", "postgraphile"} <= set(options.targets):
+        print(report.per_core(outcome.rows))
+        print(
+            "\nEach pair: Baton / PostGraphile, medians. CPU per request from /proc: the server "
+            "process (`baton serve --workers 1`; Node), and PostgreSQL's postmaster and backends."
+        )
+    else:
+        print("(needs both targets baton and postgraphile)")
+    scaled = SCALED if options.baton_workers > 1 and "baton" in options.targets else "baton"
+    print(f"\n### Scaled: Baton as `baton serve --workers {options.baton_workers}`\n")
+    if scaled == SCALED:
+        print(f"(target `{SCALED}`; `baton` is the one-process server of the table above)\n")
+    else:
+        print("(one Baton process: the same measurements as the per-core table)\n")
+    print("#### Every measurement\n")
     print(report.measurements(outcome.rows))
-    print("\n### Medians\n")
+    print("\n#### Medians\n")
     print(report.summary(outcome.rows))
-    print("\n### Baton's req/s ÷ the others' (median, then each repetition)\n")
-    print(report.ratios(outcome.rows))
-    print("\n### SQL per request (statements / round trips, after a warm-up)\n")
+    print(f"\n#### {scaled}'s req/s ÷ the others' (median, then each repetition)\n")
+    print(report.ratios(outcome.rows, scaled))
+    print("\n#### SQL per request (statements / round trips, after a warm-up)\n")
     print(report.counts(outcome, options.workloads, options.targets))
     for note in outcome.notes:
         print(f"\nNOTE: {note}")

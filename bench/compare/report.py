@@ -1,4 +1,5 @@
-"""The tables: every measurement, the medians with the ratios, and the statement counts."""
+"""The tables: per core (one Baton process against one PostGraphile process), every
+measurement, the medians with the ratios, and the statement counts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import statistics
 from collections.abc import Sequence
 
 from .run import Outcome, Row
-from .workloads import TARGETS
+from .workloads import SCALED, TARGETS
+
+ORDER = ("baton", SCALED, *TARGETS[1:])  # the targets' order in the tables
 
 # Baton's throughput divided by each of these, per repetition and as the median.
 RATIOS = (("postgraphile", "PostGraphile"), ("bare", "bare"), ("asyncpg", "asyncpg"))
@@ -59,7 +62,7 @@ def summary(rows: list[Row]) -> str:
     cells = []
     for workload, concurrency in keys:
         mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
-        for target in TARGETS:
+        for target in ORDER:
             of = [r for r in mine if r.target == target]
             if not of:
                 continue
@@ -81,24 +84,75 @@ def summary(rows: list[Row]) -> str:
     return table(headers, cells)
 
 
-def ratios(rows: list[Row]) -> str:
-    """Baton's req/s ÷ each other target's, per repetition (in order) and their median."""
+def _ratio(mine: list[Row], numerator: str, target: str) -> str:
+    """`numerator`'s req/s ÷ `target`'s: the median in bold, then each repetition's."""
+    baton = {r.repetition: r.rate for r in mine if r.target == numerator}
+    other = {r.repetition: r.rate for r in mine if r.target == target}
+    each = [baton[k] / other[k] for k in sorted(baton) if other.get(k)]
+    if not each:
+        return "-"
+    listed = ", ".join(f"{x:.2f}" for x in each)
+    return f"**{statistics.median(each):.2f}** ({listed})"
+
+
+def ratios(rows: list[Row], numerator: str = "baton") -> str:
+    """`numerator`'s (a Baton target's) req/s ÷ each other target's, per repetition (in
+    order) and their median."""
     keys = list(dict.fromkeys((r.workload, r.concurrency) for r in rows))
     headers = ["workload", "c"] + [f"Baton ÷ {label}" for _, label in RATIOS]
     cells = []
     for workload, concurrency in keys:
         mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
-        baton = {r.repetition: r.rate for r in mine if r.target == "baton"}
-        row = [workload, str(concurrency)]
-        for target, _ in RATIOS:
-            other = {r.repetition: r.rate for r in mine if r.target == target}
-            each = [baton[k] / other[k] for k in sorted(baton) if other.get(k)]
-            if not each:
-                row.append("-")
-                continue
-            listed = ", ".join(f"{x:.2f}" for x in each)
-            row.append(f"**{statistics.median(each):.2f}** ({listed})")
-        cells.append(row)
+        cells.append([workload, str(concurrency), *(_ratio(mine, numerator, t) for t, _ in RATIOS)])
+    return table(headers, cells)
+
+
+def _cpu(rows: list[Row], which: str) -> float | None:
+    """The median CPU ms per request of `rows`: the server's, PostgreSQL's, or both added."""
+    values = []
+    for r in rows:
+        server, pg = r.per_request_ms(r.server_cpu), r.per_request_ms(r.pg_cpu)
+        value = {"server": server, "pg": pg}.get(which)
+        if which == "both":
+            value = None if server is None or pg is None else server + pg
+        if value is not None:
+            values.append(value)
+    return _median(values)
+
+
+def per_core(rows: list[Row]) -> str:
+    """One Baton process against one PostGraphile process, per workload and concurrency:
+    Baton's req/s ÷ PostGraphile's, then each one's CPU per request (medians), in the Baton
+    process and in PostgreSQL. Baton's figure in each pair comes first."""
+    keys = list(dict.fromkeys((r.workload, r.concurrency) for r in rows))
+    headers = (
+        "workload", "c", "Baton ÷ PostGraphile", "req/s Baton / PostGraphile",
+        "server CPU ms/req", "PostgreSQL CPU ms/req", "both ms/req",
+    )  # fmt: skip
+    cells = []
+    for workload, concurrency in keys:
+        mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
+        baton = [r for r in mine if r.target == "baton"]
+        other = [r for r in mine if r.target == "postgraphile"]
+        if not baton or not other:
+            continue
+
+        rates = [_median([r.rate for r in side]) or 0.0 for side in (baton, other)]
+        cpu = {
+            which: f"{_ms(_cpu(baton, which))} / {_ms(_cpu(other, which))}"
+            for which in ("server", "pg", "both")
+        }
+        cells.append(
+            (
+                workload,
+                str(concurrency),
+                _ratio(mine, "baton", "postgraphile"),
+                f"{rates[0]:.0f} / {rates[1]:.0f}",
+                cpu["server"],
+                cpu["pg"],
+                cpu["both"],
+            )
+        )
     return table(headers, cells)
 
 

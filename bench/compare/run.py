@@ -27,7 +27,15 @@ from . import ceiling, postgraphile, postgraphile_sql, targets, wire, wrk
 from .measure import cpu_between, postmaster_pid, tree_cpu
 from .procs import Process, stop
 from .seed import Seeded, reset_pools, seed
-from .workloads import MARK, STORED_PACKET, Workload, principals, value_at, workloads
+from .workloads import (
+    MARK,
+    SCALED,
+    STORED_PACKET,
+    Workload,
+    principals,
+    value_at,
+    workloads,
+)
 
 COUNT_REQUESTS = 10  # requests per (workload, target) whose statements are counted
 WRITE_RATE_CAP = 4000  # moves/s no target reaches here; sizes the pools
@@ -49,6 +57,17 @@ class Options:
     baton_workers: int
     database_url: str | None
     logs: Path | None = None
+
+    @property
+    def measured(self) -> list[str]:
+        """The targets measured: those asked for, with Baton at `baton_workers` processes
+        (`SCALED`) right after the one-process `baton` when more than one is asked for."""
+        out: list[str] = []
+        for target in self.targets:
+            out.append(target)
+            if target == "baton" and self.baton_workers > 1:
+                out.append(SCALED)
+        return out
 
 
 @dataclass
@@ -116,7 +135,9 @@ class Bench:
     # --- targets ------------------------------------------------------------------------------
 
     def start(self, name: str, database_url: str, log: Path) -> Process:
-        if name == "baton":
+        if name == "baton":  # one process: the per-core comparison
+            return targets.start_baton(database_url, log, 1)
+        if name == SCALED:
             return targets.start_baton(database_url, log, self.options.baton_workers)
         if name == "bare":
             return targets.start_bare(database_url, log, self.tokens, self.hand_off)
@@ -328,7 +349,7 @@ async def postgraphile_installed(bench: Bench) -> AsyncIterator[None]:
 @contextlib.contextmanager
 def running(bench: Bench) -> Iterator[None]:
     try:
-        for name in bench.options.targets:
+        for name in bench.options.measured:
             if name != "asyncpg":
                 progress(f"starting {name}")
                 bench.servers.processes[name] = bench.start(
@@ -365,7 +386,7 @@ async def count(bench: Bench) -> dict[tuple[str, str], tuple[float, float]]:
     database = urlsplit(bench.url).path.lstrip("/")
     with wire.CountingProxy(bench.url) as proxy:
         url = proxy.url(database)
-        for target in bench.options.targets:
+        for target in bench.options.targets:  # SCALED runs the same statements as `baton`
             progress(f"counting statements of {target}")
             if target == "asyncpg":
                 await _count_client(bench, url, proxy, found)
@@ -464,15 +485,16 @@ async def _measure_all(bench: Bench, options: Options, outcome: Outcome) -> None
         options.repetitions
         * len(options.workloads)
         * len(options.concurrency)
-        * len(options.targets)
+        * len(options.measured)
     )
     done = 0
     for repetition in range(1, options.repetitions + 1):
         for name in options.workloads:
             for concurrency in options.concurrency:
                 # Rotate the targets' order each repetition, so none always goes first.
-                shift = (repetition - 1) % len(options.targets)
-                order = options.targets[shift:] + options.targets[:shift]
+                measured = options.measured
+                shift = (repetition - 1) % len(measured)
+                order = measured[shift:] + measured[:shift]
                 for target in order:
                     done += 1
                     row = await bench.measure(repetition, name, concurrency, target)

@@ -18,6 +18,10 @@ from .seed import Seeded
 
 MARK = "@@V@@"
 TARGETS = ("baton", "postgraphile", "bare", "asyncpg")
+# Baton with `--baton-workers N` processes (N > 1), measured beside the one-process `baton`
+# target in the same sitting: the per-core comparison is `baton`'s, the scaled one this.
+SCALED = "baton-scaled"
+BATON_TARGETS = ("baton", SCALED)
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
 
 
@@ -53,8 +57,9 @@ class Workload:
         """The request body for `target`, with MARK where the value goes."""
         if target == "bare":
             return json.dumps({"v": MARK})
-        query = self.baton if target == "baton" else self.postgraphile
-        extra = self.extra if target == "baton" else _snake_packet(self.extra)
+        baton = target in BATON_TARGETS
+        query = self.baton if baton else self.postgraphile
+        extra = self.extra if baton else _snake_packet(self.extra)
         return json.dumps({"query": query, "variables": {"v": MARK, **extra}})
 
 

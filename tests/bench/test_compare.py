@@ -14,10 +14,19 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import httpx
 import pytest
-from bench.compare import ceiling, postgraphile, postgraphile_sql, wire, wrk
+from bench.compare import ceiling, postgraphile, postgraphile_sql, report, wire, wrk
 from bench.compare.procs import stop
+from bench.compare.run import Options, Row
 from bench.compare.seed import Seeded, reset_pools, seed
-from bench.compare.workloads import MARK, WORKLOADS, Workload, principals, value_at, workloads
+from bench.compare.workloads import (
+    MARK,
+    SCALED,
+    WORKLOADS,
+    Workload,
+    principals,
+    value_at,
+    workloads,
+)
 
 from baton.store.db import Database, libpq_url
 from tests.conftest import LiveServer
@@ -220,3 +229,46 @@ async def test_postgraphile_answers_every_workload(
         for statement in postgraphile_sql.uninstall_sql(role):
             await conn.execute(statement)
         await conn.close()
+
+
+def _row(target: str, requests: int, server: float, pg: float, rep: int = 1) -> Row:
+    return Row(rep, "W2", 32, target, requests, 1.0, 1.0, 2.0, server, pg, 0)
+
+
+def test_the_per_core_table_sets_one_baton_process_against_postgraphile() -> None:
+    rows = [
+        _row("baton", 1000, 0.9, 0.2),  # 0.90 / 0.20 ms per request
+        _row(SCALED, 3000, 2.7, 0.6),  # more processes: not in the per-core table
+        _row("postgraphile", 2000, 1.0, 0.6),  # 0.50 / 0.30 ms per request
+    ]
+    lines = report.per_core(rows).splitlines()
+    assert len(lines) == 3, lines
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == [
+        "W2",
+        "32",
+        "**0.50** (0.50)",
+        "1000 / 2000",
+        "0.90 / 0.50",
+        "0.20 / 0.30",
+        "1.10 / 0.80",
+    ]
+    scaled = report.ratios(rows, SCALED).splitlines()[2]
+    assert "**1.50** (1.50)" in scaled
+
+
+def test_more_baton_workers_add_a_scaled_target_beside_the_single_process() -> None:
+    options = Options(
+        tasks=10,
+        duration=1,
+        warmup=1,
+        repetitions=1,
+        workloads=["W1"],
+        targets=["baton", "postgraphile"],
+        concurrency=[1],
+        baton_workers=2,
+        database_url=None,
+    )
+    assert options.measured == ["baton", SCALED, "postgraphile"]
+    options.baton_workers = 1
+    assert options.measured == ["baton", "postgraphile"]

@@ -121,6 +121,11 @@ class Item(Named):
         return [Item(name="a", number=2), None, Item(name="c", number=4)]  # type: ignore[list-item]
 
     @strawberry.field
+    def twins(self) -> list[Item]:
+        # A list given as another iterable (graphql-core takes any): not the engine's fast path.
+        return (Item(name="x", number=self.number), Item(name="y", number=self.number + 1))  # type: ignore[return-value]
+
+    @strawberry.field
     def matrix(self) -> list[list[int | None]] | None:
         return [[1, None], [], [3]]
 

@@ -56,6 +56,14 @@ QUERIES: list[tuple[str, dict[str, Any] | None]] = [
     ('{ items(first: 14) { number x: label(prefix: "n") } }', None),
     ("{ item { children { name children(first: 2) { number must } } } }", None),
     ("{ item { children(first: -1) { name } } }", None),
+    # errors deep in lists whose parents are some of a level's objects (holes, one member of a
+    # union): each error's path names its own parent
+    ("{ item { holes { name must fails } } }", None),
+    ("{ items(first: 3) { children(first: 3) { name must } holes { fails } } }", None),
+    ("{ named { ... on Item { fails must } ... on Robot { serial } } }", None),
+    ("{ things { ... on Robot { serial } ... on Item { holes { must } } } }", None),
+    ("{ items(first: 5) { a: color b: color twins { number must } } }", None),
+    ("{ maybeItem(number: 3) { twins { twins { must } } } }", None),
     # unions, interfaces, fragments, typenames, aliases, merging
     (
         "{ things { __typename ... on Item { number } ... on Robot { serial } } "

@@ -36,3 +36,23 @@ def test_a_leaf_serialises_as_its_type_does(name: str, value: Any) -> None:
     type_ = TYPES[name]
     assert isinstance(type_, GraphQLScalarType | GraphQLEnumType)
     assert serializer(type_)(value) == type_.serialize(value)
+
+
+def test_an_enum_serialiser_remembers_members_and_nothing_else() -> None:
+    """Members answer from memory once seen; a plain string equal to a member's value (or any
+    other value) still goes to the type's own `serialize`, every time, as before."""
+    type_ = TYPES["TaskState"]
+    assert isinstance(type_, GraphQLEnumType)
+    serialize = serializer(type_)
+    for member in (*TaskState, *TaskState):  # the second pass answers from memory
+        assert serialize(member) == type_.serialize(member) == member.name
+    for other in ("working", "nope", 3, None):
+        try:
+            expected: Any = type_.serialize(other)
+        except Exception as exc:
+            expected = type(exc)
+        try:
+            got: Any = serialize(other)
+        except Exception as exc:
+            got = type(exc)
+        assert got == expected, other

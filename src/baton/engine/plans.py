@@ -124,12 +124,15 @@ class TypePlan:
     introspects: bool  # selects __schema or __type (only possible on the query root)
     # What the keys of one answer take in the response's JSON (`"key":` and a comma).
     key_bytes: int = 0
+    # An answer before its fields are placed: the keys in selection order, each None.
+    template: dict[str, None] = field(default_factory=dict)
     # The fields answered in one pass (see `FieldPlan.leaf`), and the rest.
     leaves: list[FieldPlan] = field(default_factory=list)
     others: list[FieldPlan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.key_bytes = sum(len(key) + 4 for key in self.keys) + 2
+        self.template = dict.fromkeys(self.keys)
         self.leaves = [f for f in self.fields if f.leaf is not None]
         self.others = [f for f in self.fields if f.leaf is None]
 

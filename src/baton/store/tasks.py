@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from baton.access.principals import ROLES, Principal, PrincipalKind, Reach
+from baton.budget import spend
 from baton.errors import InvalidInput
 from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
 from baton.protocol.machine import Position
@@ -29,7 +30,7 @@ from baton.store.lifecycle import (
     event_pages,
     event_row,
 )
-from baton.store.records import EventRecord, TaskRecord
+from baton.store.records import LAZY_JSON, EventRecord, TaskRecord
 from baton.store.sql import Params
 
 # The class of the per-task advisory locks that keep one task's events in version order (see
@@ -50,6 +51,42 @@ TASKS = Layout(
     lock=EVENT_APPEND_LOCK,
 )
 check_event_record(TASKS, EventRecord, "task")
+
+# The columns a `TaskRecord` is made of, and no others: a row's `depends_on` array, owners and
+# deliverable type (kept for the indexes) would be decoded for nothing.
+RECORD_COLUMNS = (
+    "id, project, state, waiting_on, requester, assignee, packet, result, latest_checkpoint, "
+    "verification, version, input_digest, created_at, updated_at"
+)
+
+
+def _columns(table: str) -> str:
+    """`RECORD_COLUMNS` of `table`, its JSON as text, for `TaskRecord.from_text_row`."""
+    return ", ".join(
+        f"{table}.{c}::text AS {c}_text" if c in LAZY_JSON else f"{table}.{c}"
+        for c in RECORD_COLUMNS.split(", ")
+    )
+
+
+def _records(rows: Sequence[Any]) -> list[TaskRecord]:
+    """Records of rows read with `_columns`. Their JSON came as text, which the connection's
+    decoder did not meter: it is spent from the request's budget here, as it would be there."""
+    _spend_text(rows)
+    return [TaskRecord.from_text_row(r) for r in rows]
+
+
+def _spend_text(rows: Sequence[Any]) -> None:
+    size = 0
+    for row in rows:
+        for name in _TEXT_COLUMNS:
+            text = row[name]
+            if text is not None:
+                size += len(text)
+    spend(0, size)
+
+
+_TEXT_COLUMNS = tuple(f"{c}_text" for c in LAZY_JSON)
+
 
 # The task as it was right after event `e`: its fixed columns, and what `e` left the rest at.
 _TASK_AT_EVENT = (
@@ -313,7 +350,7 @@ def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
 
 
 async def load(conn: Connection, task_id: str) -> TaskRecord | None:
-    row = await conn.fetchrow("SELECT * FROM tasks WHERE id = $1", task_id)
+    row = await conn.fetchrow(f"SELECT {RECORD_COLUMNS} FROM tasks WHERE id = $1", task_id)
     return TaskRecord.from_mapping(row) if row is not None else None
 
 
@@ -321,9 +358,12 @@ async def load_visible(conn: Connection, principal: Principal, task_id: str) -> 
     """Task `task_id` if `principal` may see it. One statement whether the task is missing or
     not visible, so neither the answer nor its cost says which."""
     p = Params()
-    sql = f"SELECT * FROM tasks t WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
+    sql = (
+        f"SELECT {_columns('t')} FROM tasks t"
+        f" WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
+    )
     row = await conn.fetchrow(sql, *p.values)
-    return TaskRecord.from_mapping(row) if row is not None else None
+    return _records([row])[0] if row is not None else None
 
 
 def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
@@ -439,11 +479,12 @@ async def page(
         filters.append(f"(t.updated_at, t.id) < ({p(when)}, {p(task_id)})")
     limit = p(first + 1)
     branches = [
-        f"(SELECT * FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST} LIMIT {limit})"
+        f"(SELECT {_columns('t')} FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST}"
+        f" LIMIT {limit})"
         for side in _sides(principal, p)
     ]
     sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
-    rows = [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    rows = _records(await conn.fetch(sql, *p.values))
     return rows[:first], len(rows) > first
 
 
@@ -463,10 +504,10 @@ async def visible_by_ids(
     p = Params()
     wanted = p(list(ids))
     sql = (
-        f"SELECT * FROM tasks t WHERE t.id = ANY({wanted}::text[])"
+        f"SELECT {_columns('t')} FROM tasks t WHERE t.id = ANY({wanted}::text[])"
         f" AND ({visible_sql(principal, p)})"
     )
-    return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    return _records(await conn.fetch(sql, *p.values))
 
 
 async def dependents_of(
@@ -475,10 +516,10 @@ async def dependents_of(
     """Visible tasks whose packet depends on any of `ids`, `limit` at most, by id."""
     p = Params()
     sql = (
-        f"SELECT * FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
+        f"SELECT {_columns('t')} FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
         f" AND ({visible_sql(principal, p)}) ORDER BY t.id LIMIT {p(limit)}"
     )
-    return [TaskRecord.from_mapping(r) for r in await conn.fetch(sql, *p.values)]
+    return _records(await conn.fetch(sql, *p.values))
 
 
 async def dependents_per_task(
@@ -494,18 +535,28 @@ async def dependents_per_task(
     sql = f"""
     SELECT w.id AS dependency, d.* FROM unnest({wanted}::text[]) AS w(id)
     CROSS JOIN LATERAL (
-        SELECT * FROM (SELECT * FROM tasks WHERE depends_on @> ARRAY[w.id] OFFSET 0) AS t
+        SELECT {_columns("t")}
+        FROM (SELECT * FROM tasks WHERE depends_on @> ARRAY[w.id] OFFSET 0) AS t
         WHERE {visible_sql(principal, p)}
         ORDER BY t.id LIMIT {p(first)}
     ) AS d
     """
-    for row in await conn.fetch(sql, *p.values):
-        found[row["dependency"]].append(TaskRecord.from_mapping(row))
+    rows = await conn.fetch(sql, *p.values)
+    for row, record in zip(rows, _records(rows), strict=True):
+        found[row["dependency"]].append(record)
     return found
 
 
+# `_TASK_AT_EVENT` with the JSON as text (see `_columns`): a page of events rarely asks for
+# the task at each of them.
+_TASK_AT_EVENT_TEXT = (
+    "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, "
+    "t.packet::text AS packet_text, e.result::text AS result_text, "
+    "e.latest_checkpoint::text AS latest_checkpoint_text, t.verification, e.version, "
+    "t.input_digest, t.created_at, e.at AS updated_at"
+)
 _EVENTS_OF_MANY = f"""
-SELECT {_TASK_AT_EVENT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
+SELECT {_TASK_AT_EVENT_TEXT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
     e.event_reason
 FROM unnest($1::text[]) AS wanted(id)
 CROSS JOIN LATERAL (
@@ -523,4 +574,9 @@ async def events_of_many(
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
     more follow. One query, whatever the number of tasks."""
-    return await event_pages(conn, _EVENTS_OF_MANY, task_ids, first, after, EventRecord.from_row)
+    return await event_pages(conn, _EVENTS_OF_MANY, task_ids, first, after, _event)
+
+
+def _event(row: Any) -> EventRecord:
+    _spend_text([row])
+    return EventRecord.from_row(row, text=True)

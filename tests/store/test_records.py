@@ -1,0 +1,116 @@
+"""Records built from rows: the fast construction (`baton.store.records._made`) makes what the
+dataclass's own `__init__` makes, every field set; JSON read as text is decoded when first
+read and still spent from the request's budget."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from baton.budget import request_budget
+from baton.errors import TooMuchWork
+from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.store import tasks
+from baton.store.db import Database
+from baton.store.records import EventRecord, TaskRecord
+from tests.helpers import World
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+ROW: dict[str, Any] = {
+    "id": "t1",
+    "project": "web",
+    "state": "waiting",
+    "waiting_on": "agent",
+    "requester": "alice/a",
+    "assignee": "bob/b",
+    "packet": {"task": "x", "depends_on": []},
+    "result": None,
+    "latest_checkpoint": {"progress": "half"},
+    "verification": "AUTO",
+    "version": 3,
+    "input_digest": "d",
+    "created_at": NOW,
+    "updated_at": NOW,
+    "event_id": 7,
+    "event_kind": "moved",
+    "event_name": "HOLD",
+    "event_from": "requested",
+    "event_actor": "system",
+    "event_reason": None,
+}
+
+
+def test_a_task_record_from_a_row_equals_the_constructed_one() -> None:
+    made = TaskRecord.from_mapping(ROW)
+    expected = TaskRecord(
+        id="t1",
+        project="web",
+        state=TaskState("waiting"),
+        waiting_on=WaitingOn("agent"),
+        requester="alice/a",
+        assignee="bob/b",
+        packet={"task": "x", "depends_on": []},
+        result=None,
+        latest_checkpoint={"progress": "half"},
+        verification=Verification("AUTO"),
+        version=3,
+        input_digest="d",
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    assert made == expected and asdict(made) == asdict(expected)
+    assert set(vars(made)) == {f.name for f in fields(TaskRecord)}
+
+
+def test_an_event_record_from_a_row_sets_every_field() -> None:
+    made = EventRecord.from_row(ROW)
+    assert set(vars(made)) == {f.name for f in fields(EventRecord)}
+    assert (made.id, made.move, made.from_state, made.to_state) == (
+        7,
+        MoveName("HOLD"),
+        TaskState("requested"),
+        TaskState("waiting"),
+    )
+    assert made.task == TaskRecord.from_mapping(ROW) and made.at == NOW
+
+
+def test_a_record_stays_frozen() -> None:
+    made = TaskRecord.from_mapping(ROW)
+    try:
+        made.version = 4  # type: ignore[misc]
+    except AttributeError:
+        return
+    raise AssertionError("a record from a row could be changed")
+
+
+async def test_a_listing_decodes_json_when_read_and_spends_its_bytes(
+    db: Database, world: World
+) -> None:
+    """Tasks and events read with their JSON as text answer the same JSON as the record read
+    whole, and the text counts against the request's budget of loaded bytes as it did when
+    the connection decoded it: a budget below one packet refuses the page."""
+    task = await world.task_in(TaskState.working)
+    owner = world.roles["requester_owner"]
+    query = tasks.TaskQuery(projects=[world.project])
+    async with db.connection() as conn:
+        whole = await tasks.load(conn, task.id)
+        [listed], _ = await tasks.page(conn, owner, query, 10, None)
+        pages = await tasks.events_of_many(conn, [task.id], 10, None)
+        assert whole is not None and "packet" not in vars(listed)  # not decoded yet
+        assert listed == whole and listed.packet == whole.packet  # decoded on first read
+        events, _ = pages[task.id]
+        assert events and events[-1].task == whole
+        size = len(orjson.dumps(whole.packet))
+        for read in (
+            lambda: tasks.page(conn, owner, query, 10, None),
+            lambda: tasks.events_of_many(conn, [task.id], 10, None),
+        ):
+            with request_budget(1000, size - 1), pytest.raises(TooMuchWork):
+                await read()
+            with request_budget(1000, 10 * size * len(events)):
+                await read()
