@@ -114,26 +114,11 @@ class TaskRecord:
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> TaskRecord:
         """From a `tasks` row (or the same columns of the task at an event)."""
-        waiting_on = row["waiting_on"]
-        return _made(
-            cls,
-            dict(
-                id=row["id"],
-                project=row["project"],
-                state=_TASK_STATE(row["state"]),
-                waiting_on=_WAITING_ON(waiting_on) if waiting_on else None,
-                requester=row["requester"],
-                assignee=row["assignee"],
-                packet=row["packet"],
-                result=row["result"],
-                latest_checkpoint=row["latest_checkpoint"],
-                verification=_VERIFICATION(row["verification"]),
-                version=row["version"],
-                input_digest=row["input_digest"],
-                created_at=row["created_at"],
-                updated_at=row["updated_at"],
-            ),
-        )
+        fields = _task_scalars(row)
+        fields["packet"] = row["packet"]
+        fields["result"] = row["result"]
+        fields["latest_checkpoint"] = row["latest_checkpoint"]
+        return _made(cls, fields)
 
     @classmethod
     def from_text_row(cls, row: Mapping[Any, Any]) -> TaskRecord:
@@ -141,24 +126,27 @@ class TaskRecord:
         `latest_checkpoint_text`): each is decoded the first time it is read. A page of
         tasks or of their events mostly answers other fields, and decoding every packet was
         a tenth of a listing's CPU."""
-        waiting_on = row["waiting_on"]
-        return _made(
-            cls,
-            dict(
-                id=row["id"],
-                project=row["project"],
-                state=_TASK_STATE(row["state"]),
-                waiting_on=_WAITING_ON(waiting_on) if waiting_on else None,
-                requester=row["requester"],
-                assignee=row["assignee"],
-                verification=_VERIFICATION(row["verification"]),
-                version=row["version"],
-                input_digest=row["input_digest"],
-                created_at=row["created_at"],
-                updated_at=row["updated_at"],
-                _json=(row["packet_text"], row["result_text"], row["latest_checkpoint_text"]),
-            ),
-        )
+        fields = _task_scalars(row)
+        fields["_json"] = (row["packet_text"], row["result_text"], row["latest_checkpoint_text"])
+        return _made(cls, fields)
+
+
+def _task_scalars(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """A task record's fields other than its JSON ones, from a row."""
+    waiting_on = row["waiting_on"]
+    return dict(
+        id=row["id"],
+        project=row["project"],
+        state=_TASK_STATE(row["state"]),
+        waiting_on=_WAITING_ON(waiting_on) if waiting_on else None,
+        requester=row["requester"],
+        assignee=row["assignee"],
+        verification=_VERIFICATION(row["verification"]),
+        version=row["version"],
+        input_digest=row["input_digest"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 class _Decoded:
