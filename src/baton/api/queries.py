@@ -96,6 +96,20 @@ class RunFilter:
 
 
 @strawberry.type(
+    description="Positions in the event logs (see `Query.streamCursors`): each is the newest "
+    "event id a stream may start after without missing one that commits later."
+)
+class StreamCursors:
+    @strawberry.field(name="taskEvents", description="For `taskEvents(after:)`.")
+    async def task_events(self, info: Info[Context, None]) -> strawberry.ID:
+        return strawberry.ID(str(await info.context.service.stream_start(info.context.principal)))
+
+    @strawberry.field(name="runEvents", description="For `runEvents(after:)`.")
+    async def run_events(self, info: Info[Context, None]) -> strawberry.ID:
+        return strawberry.ID(str(await info.context.runs.stream_start(info.context.principal)))
+
+
+@strawberry.type(
     description="Reads. Every operation (queries, mutations, subscriptions alike) is checked "
     "before anything of it runs, and refused whole (`errors` with code `invalid_input`, and "
     "no `data`) when its document breaks a limit (the README's Limits table: depth, aliases, "
@@ -218,6 +232,21 @@ class Query:
     )
     def protocol(self) -> Protocol:
         return Protocol()
+
+    @strawberry.field(
+        name="streamCursors",
+        description="Where the event streams may start so that a client that shows what it "
+        "reads and then follows `taskEvents` or `runEvents` misses nothing: ask for these "
+        "first, then read your page, then subscribe with `after:` set to one of them. Every "
+        "event up to a cursor has committed, and every event that commits later has a larger "
+        "id, so the page and the stream together hold every change (an event the page already "
+        "shows may come again: compare `version`). An id taken from `Task.events` or from a "
+        "mutation's answer does not promise that across tasks: a transaction that began "
+        "earlier may still commit another task's event below it (one task's own events always "
+        "follow its versions).",
+    )
+    def stream_cursors(self) -> StreamCursors:
+        return StreamCursors()
 
     @strawberry.field(description="Who the caller's token acts as.")
     def viewer(self, info: Info[Context, None]) -> PrincipalInfo:

@@ -38,6 +38,7 @@ from baton.storable import unstorable
 from baton.store import runs as store
 from baton.store import tasks as task_store
 from baton.store.db import Connection, Database
+from baton.store.eventlog import newest_readable
 from baton.store.records import RunEventRecord, RunRecord
 from baton.store.runs import FENCED, Lease
 
@@ -115,6 +116,12 @@ class RunService:
         return RunOutcome(run, events, lease)
 
     # --- reading --------------------------------------------------------------------------
+
+    async def stream_start(self, principal: Principal) -> int:
+        """Where a `runEvents` stream may start so that it and whatever the caller reads
+        afterwards miss nothing (as `TaskReader.stream_start`)."""
+        async with self.db.connection() as conn:
+            return await newest_readable(conn, store.RUNS.events)
 
     async def get(self, principal: Principal, run_id: str) -> RunRecord:
         async with self.db.connection() as conn:

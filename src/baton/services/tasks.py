@@ -49,6 +49,7 @@ from baton.services.gate_rules import GateRules, Ruleset
 from baton.services.lifecycle import RACE_RETRIES, Publish, until_applied
 from baton.store import tasks as store
 from baton.store.db import Connection, Database
+from baton.store.eventlog import newest_readable
 from baton.store.records import EventRecord, TaskRecord
 
 MAX_REASON = 2000
@@ -117,6 +118,13 @@ class TaskReader:
     ) -> dict[str, list[TaskRecord]]:
         async with self.db.connection() as conn:
             return await store.dependents_per_task(conn, principal, ids, first)
+
+    async def stream_start(self, principal: Principal) -> int:
+        """Where a `taskEvents` stream may start so that it and whatever the caller reads
+        afterwards miss nothing (see `baton.store.eventlog`). Ids are one sequence for every
+        owner, so any principal may ask; the id shows the server's activity, as every id does."""
+        async with self.db.connection() as conn:
+            return await newest_readable(conn, store.TASKS.events)
 
     async def page(
         self, principal: Principal, query: store.TaskQuery, first: int, after: str | None

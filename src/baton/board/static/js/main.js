@@ -22,19 +22,15 @@ const EVENTS = `subscription BoardEvents($after: ID) {
   taskEvents(after: $after) { ${EVENT} task { ${CARD} } }
 }`;
 
-// A cursor to start the stream from that no event of the coming page loads can precede: the
-// last event of the most recently updated task. Every later event of every task shown is replayed
-// (one task's events are numbered in the order of its versions); views drop what they already
-// show by version. An event of another task whose transaction was still committing as the page
-// loaded may be numbered below this cursor (docs/event-log.md, "Cursors from outside a stream").
-const HEAD = `query BoardHead {
-  tasks(first: 1) { edges { node { events(first: 100) { edges { cursor } } } } }
-}`;
+// A cursor to start the stream from, taken before the page loads: every event up to it is in
+// what the page reads, and every later one comes on the stream (views drop what they already
+// show by version). A task's own last event id would not do: another task's event may still
+// commit below it (docs/event-log.md).
+const HEAD = `query BoardHead { streamCursors { taskEvents } }`;
 
 async function headCursor(api) {
   const data = await api.request(HEAD);
-  const edges = data.tasks.edges[0]?.node.events.edges ?? [];
-  return edges.length ? edges[edges.length - 1].cursor : "0";
+  return data.streamCursors.taskEvents;
 }
 
 const STATUS = { connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…", error: "Live updates failed" };
