@@ -16,6 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from mcp import Client, StdioServerParameters
+from tests.helpers import PACKET_INPUT
 
 # The 2026-07-28 per-request era (what the SDK's client picks by default) and the handshake
 # era most clients still speak (sessions, resources/subscribe).
@@ -59,6 +60,14 @@ def ok(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.structured_content
     assert isinstance(result.structured_content, dict)
     return result.structured_content
+
+
+async def handed_off(client: Client, requester: str, assignee: str) -> dict[str, Any]:
+    """A task `requester` hands to `assignee` in project `web` through the `handOff` tool, as
+    the tool answers it."""
+    call = {"project": "web", "requester": requester, "assignee": assignee, "packet": PACKET_INPUT}
+    task: dict[str, Any] = ok(await client.call_tool("handOff", call))["task"]
+    return task
 
 
 def refused(result: CallToolResult) -> dict[str, Any]:

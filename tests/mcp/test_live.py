@@ -17,7 +17,7 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.access.tokens import grant_for, revoke_token
 from tests.conftest import LiveServer, TunedServer
 from tests.helpers import PACKET_INPUT
-from tests.mcp.conftest import http_client, ok
+from tests.mcp.conftest import handed_off, http_client, ok
 
 # BATON_TOKEN_CHECK_SECONDS is 1 on the tuned server; generous slack for a loaded machine.
 REVOKED_WITHIN = 10.0
@@ -48,17 +48,7 @@ async def test_a_subscriber_is_notified_when_another_client_moves_the_task(
         http_client(live_server.url, req_token, mode=era, on_message=on_message) as alice,
         http_client(live_server.url, asg_token, mode=era) as bob,
     ):
-        task = ok(
-            await alice.call_tool(
-                "handOff",
-                {
-                    "project": "web",
-                    "requester": requester,
-                    "assignee": assignee,
-                    "packet": PACKET_INPUT,
-                },
-            )
-        )["task"]
+        task = await handed_off(alice, requester, assignee)
         uri = f"baton://tasks/{task['id']}"
         read = await alice.read_resource(uri)
         assert '"state":"routed"' in read.contents[0].text  # type: ignore[union-attr]
@@ -82,17 +72,7 @@ async def test_the_resource_list_names_the_callers_newest_tasks_and_runs(
 ) -> None:
     requester, assignee, token, _ = await _pair(live_server)
     async with http_client(live_server.url, token, mode=era) as client:
-        task = ok(
-            await client.call_tool(
-                "handOff",
-                {
-                    "project": "web",
-                    "requester": requester,
-                    "assignee": assignee,
-                    "packet": PACKET_INPUT,
-                },
-            )
-        )["task"]
+        task = await handed_off(client, requester, assignee)
         run = ok(await client.call_tool("createRun", {"project": "web", "title": "Ship it"}))["run"]
         listed = {str(r.uri): r for r in (await client.list_resources()).resources}
         assert set(listed) == {f"baton://tasks/{task['id']}", f"baton://runs/{run['id']}"}
@@ -129,17 +109,7 @@ async def test_a_revoked_token_is_refused_and_loses_its_streams(
     grant = await grant_for(tuned_server.db, token)
     assert grant is not None
     async with http_client(tuned_server.url, token, mode=era) as client:
-        task = ok(
-            await client.call_tool(
-                "handOff",
-                {
-                    "project": "web",
-                    "requester": requester,
-                    "assignee": assignee,
-                    "packet": PACKET_INPUT,
-                },
-            )
-        )["task"]
+        task = await handed_off(client, requester, assignee)
         uri = f"baton://tasks/{task['id']}"
         if era == "legacy":
             with warnings.catch_warnings():
