@@ -127,7 +127,7 @@ def refused_by_baton_only(answer: dict[str, Any]) -> bool:
 
 def assert_same(mine: dict[str, Any], theirs: dict[str, Any], query: str) -> None:
     data = mine.get("data", "absent")
-    assert data == theirs.get("data", "absent"), query
+    assert data == theirs.get("data", "absent"), (query, mine, theirs)
     ours_errors, their_errors = mine.get("errors", []), theirs.get("errors", [])
     if ours_errors == their_errors:
         return

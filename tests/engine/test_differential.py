@@ -135,6 +135,43 @@ async def test_documents_answer_as_graphql_core_does(
         await assert_same(service, graph.roles[role], document, {"a": False, "b": True})
 
 
+# Each of a task's fields alone, read by every reader that may leave the JSON out when nothing
+# selected needs it (`baton.api.types.task_reads`): a field wrongly held to need no JSON would
+# answer an error here where graphql-core's executor (which reads everything) answers data.
+ONE_TASK_FIELD = [
+    *["id", "project", "state", "waitingOn", "requester", "assignee", "createdAt", "updatedAt"],
+    *["version", "verification", "allowedMoves", "protocolObject", "__typename"],
+    "packet { task dependsOn }",
+    "result { summary }",
+    "latestCheckpoint { progress }",
+    "dependencies { id }",
+    "dependents(first: 5) { id }",
+    "events(first: 1) { edges { node { id } } }",
+    "runs(first: 5) { id }",
+]
+
+
+@pytest.mark.parametrize("field", ONE_TASK_FIELD)
+async def test_each_task_field_answers_as_graphql_core_does_through_every_reader(
+    service: TaskService, graph: World, field: str
+) -> None:
+    query = f"""{{ tasks(first: 20) {{ edges {{ node {{ {field}
+        dependencies {{ {field} }} dependents(first: 5) {{ {field} }}
+        events(first: 3) {{ edges {{ node {{ id task {{ {field} }} }} }} }} }} }} }} }}"""
+    await assert_same(service, graph.roles["requester_owner"], query)
+
+
+async def test_a_field_selected_through_fragments_is_read(
+    service: TaskService, graph: World
+) -> None:
+    query = """{ tasks(first: 20) { ...Edges } }
+        fragment Edges on TaskConnection { edges { node { id ... on Task { ...P } } } }
+        fragment P on Task { packet { task } dependencies { ...R } }
+        fragment R on Task { result { summary } latestCheckpoint { progress } }"""
+    data = await assert_same(service, graph.roles["requester_owner"], query)
+    assert data is not None and any(e["node"]["packet"]["task"] for e in data["tasks"]["edges"])
+
+
 async def test_task_graph_answers_as_graphql_core_does(service: TaskService, graph: World) -> None:
     a, e = (task_id_of(graph.requester, name) for name in "ae")
     query = f"""{{ taskGraph(ids: ["{a}", "{e}", "unknown"], depth: 3) {{

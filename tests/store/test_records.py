@@ -16,7 +16,7 @@ from baton.errors import TooMuchWork
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.store import tasks
 from baton.store.db import Database
-from baton.store.records import EventRecord, TaskRecord
+from baton.store.records import LAZY_JSON, EventRecord, TaskRecord, Unread
 from tests.helpers import World
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -114,3 +114,30 @@ async def test_a_listing_decodes_json_when_read_and_spends_its_bytes(
                 await read()
             with request_budget(1000, 10 * size * len(events)):
                 await read()
+
+
+async def test_a_read_of_scalars_leaves_the_json_out_and_says_so_when_it_is_read(
+    db: Database, world: World
+) -> None:
+    """A listing read with `SCALARS` answers every scalar as the whole read does, takes
+    `depends_on` from the row's column when asked, spends nothing of the budget of loaded
+    bytes (no JSON came), and refuses a JSON field rather than answer it wrong."""
+    task = await world.task_in(TaskState.working)
+    owner = world.roles["requester_owner"]
+    query = tasks.TaskQuery(projects=[world.project])
+    reads = tasks.TaskReads(json=False, depends_on=True)
+    async with db.connection() as conn:
+        whole = await tasks.load(conn, task.id)
+        with request_budget(1000, 1):  # one byte: a packet would not fit
+            [listed], _ = await tasks.page(conn, owner, query, 10, None, reads)
+            pages = await tasks.events_of_many(conn, [task.id], 10, None, tasks.SCALARS)
+    assert whole is not None
+    scalars = [f.name for f in fields(TaskRecord) if f.name not in LAZY_JSON]
+    assert [getattr(listed, n) for n in scalars] == [getattr(whole, n) for n in scalars]
+    assert listed.depends_on == whole.packet["depends_on"] == whole.depends_on
+    events, _ = pages[task.id]
+    assert events and events[-1].task.version == whole.version
+    for record in (listed, events[-1].task):
+        for name in LAZY_JSON:
+            with pytest.raises(Unread):
+                getattr(record, name)

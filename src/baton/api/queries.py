@@ -21,8 +21,10 @@ from baton.api.types import (
     Task,
     TaskConnection,
     TaskEdge,
+    task_reads,
 )
 from baton.engine.cost import at_most, between, checked, list_size
+from baton.engine.selection import selected
 from baton.errors import InvalidInput, NotFound
 from baton.protocol.pipeline import RunPhase, RunStatus
 from baton.services.gate_rules import MAX_RULES
@@ -147,7 +149,8 @@ class Query:
     ) -> TaskConnection:
         check_page_size(first)
         service, principal, query = info.context.service, info.context.principal, _query(filter)
-        rows, more = await service.page(principal, query, first, after)
+        reads = task_reads(selected(info, "edges", "node"))
+        rows, more = await service.page(principal, query, first, after, reads)
         return TaskConnection(
             edges=[TaskEdge(node=Task(record=t)) for t in rows],
             page_info=PageInfo.of_listing(rows, more, after=after),

@@ -18,11 +18,12 @@ from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types, node_ty
 from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
 from baton.engine.cost import checked, list_size, parses
 from baton.engine.plans import batched
+from baton.engine.selection import Selection
 from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
-from baton.store.tasks import TASKS, decode_cursor, storable_time
+from baton.store.tasks import ALL, SCALARS, TASKS, TaskReads, decode_cursor, storable_time
 
 if TYPE_CHECKING:
     from baton.api import lifecycle
@@ -156,35 +157,92 @@ def protocol_object(t: TaskRecord) -> dict[str, Any]:
 # --- batched look-ups: one query per field and level, whatever the number of parents ---------
 
 
-async def dependencies_of(context: Context, parents: Sequence[Task]) -> list[list[Task]]:
-    refs = sorted({r for p in parents for r in p.record.packet["depends_on"]})
+# Task fields answered from a record's scalar columns and its id alone (`dependencies` from the
+# row's `depends_on` column): a read whose selected fields are all among these leaves the JSON
+# columns out (see `baton.engine.selection`). Any other field, a new one too, reads them.
+WITHOUT_JSON = frozenset(
+    {
+        "__typename",
+        "id",
+        "project",
+        "state",
+        "waitingOn",
+        "requester",
+        "assignee",
+        "createdAt",
+        "updatedAt",
+        "version",
+        "verification",
+        "allowedMoves",
+        "dependencies",
+        "dependents",
+        "events",
+        "runs",
+    }
+)
+
+
+def task_reads(names: frozenset[str] | None) -> TaskReads:
+    """What to read of tasks whose selected fields are `names` (None: not known, all)."""
+    if names is None:
+        return ALL
+    return TaskReads(json=not names <= WITHOUT_JSON, depends_on="dependencies" in names)
+
+
+async def dependencies_of(
+    context: Context, parents: Sequence[Task], selection: Selection | None = None
+) -> list[list[Task]]:
+    refs = sorted({r for p in parents for r in p.record.depends_on})
     found = {}
     if refs:
-        found = {t.id: t for t in await context.service.visible_by_ids(context.principal, refs)}
+        reads = task_reads(selection.names() if selection else None)
+        visible = await context.service.visible_by_ids(context.principal, refs, reads)
+        found = {t.id: t for t in visible}
     return [
-        [Task(record=found[r]) for r in dict.fromkeys(p.record.packet["depends_on"]) if r in found]
+        [Task(record=found[r]) for r in dict.fromkeys(p.record.depends_on) if r in found]
         for p in parents
     ]
 
 
 async def dependents_of(
-    context: Context, parents: Sequence[Task], *, first: int = 50
+    context: Context,
+    parents: Sequence[Task],
+    *,
+    first: int = 50,
+    selection: Selection | None = None,
 ) -> list[list[Task]]:
     check_page_size(first)
     ids = [p.record.id for p in parents]
-    found = await context.service.dependents_per_task(context.principal, ids, first)
+    reads = task_reads(selection.names() if selection else None)
+    found = await context.service.dependents_per_task(context.principal, ids, first, reads)
     return [[Task(record=t) for t in found[p.record.id]] for p in parents]
 
 
 async def events_of(
-    context: Context, parents: Sequence[Task], *, first: int = 50, after: str | None = None
+    context: Context,
+    parents: Sequence[Task],
+    *,
+    first: int = 50,
+    after: str | None = None,
+    selection: Selection | None = None,
 ) -> list[TaskEventConnection]:
     check_page_size(first)
     after_id = parse_event_cursor(after) if after is not None else None
-    pages = await context.service.events_of_many([p.record.id for p in parents], first, after_id)
+    ids = [p.record.id for p in parents]
+    pages = await context.service.events_of_many(ids, first, after_id, event_reads(selection))
     return [
         TASK_TYPES.events_page(*pages[p.record.id], has_previous=after is not None) for p in parents
     ]
+
+
+def event_reads(selection: Selection | None) -> TaskReads:
+    """What to read of the task at each event of an event connection selecting `selection`:
+    its scalars (the event's own fields read those), and more when its `task` is asked."""
+    if selection is None:
+        return ALL
+    if "task" not in selection.names("edges", "node"):
+        return SCALARS
+    return task_reads(selection.names("edges", "node", "task"))
 
 
 @strawberry.type(description="A task handed from one agent to another.")

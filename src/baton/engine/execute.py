@@ -36,6 +36,7 @@ from graphql.pyutils import is_iterable
 
 from baton.engine.leaves import weight
 from baton.engine.plans import Compiler, FieldPlan, Kind, TypePlan
+from baton.engine.selection import Selection
 
 # A response position: (parent position, key, ordinal), None for the root. The ordinal is the
 # key's place in its selection set (or the list index), so positions sort in document order.
@@ -108,9 +109,11 @@ class Failure:
 
 @dataclass(eq=False)
 class ResolveInfo:
-    """What a resolver's `info` parameter gets here: the request's context."""
+    """What a resolver's `info` parameter gets here: the request's context, and what the
+    document selects below the field (see `baton.engine.selection`)."""
 
     context: Any
+    selection: Selection | None = None
 
 
 @dataclass(eq=False)
@@ -164,6 +167,12 @@ class Run:
         if self.bytes_left < 0:
             raise ResponseTooLarge
 
+    def info_for(self, plan: FieldPlan) -> ResolveInfo:
+        """The `info` of `plan`'s resolver; the shared one for a field with no selection."""
+        if plan.nodes[0].selection_set is None:
+            return self.info
+        return ResolveInfo(self.context, plan.selection)
+
     def kwargs(self, plan: FieldPlan) -> dict[str, Any]:
         if plan.static_kwargs is not None:
             return plan.static_kwargs
@@ -201,7 +210,7 @@ def _fetch(run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Positions) 
     call = plan.call
     assert call is not None
     if plan.info_name is not None:
-        kwargs = {**kwargs, plan.info_name: run.info}
+        kwargs = {**kwargs, plan.info_name: run.info_for(plan)}
     values: list[Any] = []
     wants_self = plan.wants_self
     count = len(sources)
@@ -233,6 +242,8 @@ async def _batch(
     run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Positions, kwargs: Any
 ) -> list[Any]:
     assert plan.call is not None
+    if plan.batch_selection:
+        kwargs = {**kwargs, "selection": plan.selection}
     try:
         values = list(await plan.call(run.context, sources, **kwargs))
         if len(values) != len(sources):

@@ -10,6 +10,8 @@ that type shows up, and kept.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from strawberry.types.field import StrawberryField
 from baton.engine.arguments import field_converter
 from baton.engine.fields import collect
 from baton.engine.leaves import Serialize, serializer, weighed
+from baton.engine.selection import Selection
 
 DEFINITION = "strawberry-definition"
 # Key in a Strawberry field's `metadata` naming its batch resolver (see `batched`).
@@ -51,7 +54,10 @@ BatchResolver = Callable[..., Awaitable[Sequence[Any]]]
 def batched(resolver: BatchResolver) -> dict[str, Any]:
     """Field metadata: the engine resolves this field for every parent of one level with one
     call, `resolver(context, parents, **arguments) -> one value per parent`. The field's own
-    resolver must answer the same for a single parent (it usually calls `resolver` with one)."""
+    resolver must answer the same for a single parent (it usually calls `resolver` with one).
+    A resolver with a `selection` parameter is also given what the document selects below the
+    field (`baton.engine.selection.Selection`); the field's own resolver may leave it out, as
+    graphql-core's executor does."""
     return {BATCH: resolver}
 
 
@@ -89,6 +95,8 @@ class FieldPlan:
     # and serialised in one pass over the parents (`baton.engine.execute._leaf`). Its named
     # type, and whether it is non-null.
     leaf: tuple[GraphQLScalarType | GraphQLEnumType, bool] | None = None
+    # BATCH: the batch resolver takes a `selection` parameter (see `batched`).
+    batch_selection: bool = False
     _children: dict[GraphQLObjectType, TypePlan] = field(default_factory=dict)
 
     @property
@@ -98,6 +106,11 @@ class FieldPlan:
     @property
     def return_type(self) -> GraphQLOutputType:
         return self.definition.type
+
+    @functools.cached_property
+    def selection(self) -> Selection:
+        """What the document selects below this field (see `baton.engine.selection`)."""
+        return Selection(self.nodes, self.owner.fragments)
 
     def kwargs(self, variables: VariableValues | None) -> dict[str, Any]:
         """The resolver's keyword arguments (Strawberry input objects, Python names)."""
@@ -228,7 +241,7 @@ class Compiler:
         sf: StrawberryField,
     ) -> FieldPlan:
         single = self._single_plan(key, nodes, parent, definition, static, sf)
-        return FieldPlan(
+        plan = FieldPlan(
             key,
             nodes,
             parent,
@@ -244,6 +257,8 @@ class Compiler:
             self,
             single=single if single.kind is Kind.CALL else None,
         )
+        plan.batch_selection = "selection" in inspect.signature(batch).parameters
+        return plan
 
     def _single_plan(
         self,

@@ -347,7 +347,7 @@ class Engine:
             assert field.call is not None
             kwargs = run.kwargs(field)
             if field.info_name is not None:
-                kwargs = {**kwargs, field.info_name: run.info}
+                kwargs = {**kwargs, field.info_name: run.info_for(field)}
             source = field.call(None, **kwargs) if field.wants_self else field.call(**kwargs)
             if inspect.isawaitable(source):
                 source = await source

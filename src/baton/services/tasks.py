@@ -103,9 +103,11 @@ class TaskReader:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def visible_by_ids(self, principal: Principal, ids: Sequence[str]) -> list[TaskRecord]:
+    async def visible_by_ids(
+        self, principal: Principal, ids: Sequence[str], reads: store.TaskReads = store.ALL
+    ) -> list[TaskRecord]:
         async with self.db.connection() as conn:
-            return await store.visible_by_ids(conn, principal, ids)
+            return await store.visible_by_ids(conn, principal, ids, reads)
 
     async def dependents_of(
         self, principal: Principal, ids: Sequence[str], limit: int
@@ -114,10 +116,14 @@ class TaskReader:
             return await store.dependents_of(conn, principal, ids, limit)
 
     async def dependents_per_task(
-        self, principal: Principal, ids: Sequence[str], first: int
+        self,
+        principal: Principal,
+        ids: Sequence[str],
+        first: int,
+        reads: store.TaskReads = store.ALL,
     ) -> dict[str, list[TaskRecord]]:
         async with self.db.connection() as conn:
-            return await store.dependents_per_task(conn, principal, ids, first)
+            return await store.dependents_per_task(conn, principal, ids, first, reads)
 
     async def stream_start(self, principal: Principal) -> int:
         """Where a `taskEvents` stream may start so that it and whatever the caller reads
@@ -127,20 +133,32 @@ class TaskReader:
             return await newest_readable(conn, store.TASKS.events)
 
     async def page(
-        self, principal: Principal, query: store.TaskQuery, first: int, after: str | None
+        self,
+        principal: Principal,
+        query: store.TaskQuery,
+        first: int,
+        after: str | None,
+        reads: store.TaskReads = store.ALL,
     ) -> tuple[list[TaskRecord], bool]:
+        """A page of `query`'s tasks; `reads` says what of each to read (all of it by
+        default)."""
         async with self.db.connection() as conn:
-            return await store.page(conn, principal, query, first, after)
+            return await store.page(conn, principal, query, first, after, reads)
 
     async def count(self, principal: Principal, query: store.TaskQuery) -> int:
         async with self.db.connection() as conn:
             return await store.count(conn, principal, query)
 
     async def events_of_many(
-        self, task_ids: Sequence[str], first: int, after: int | None
+        self,
+        task_ids: Sequence[str],
+        first: int,
+        after: int | None,
+        reads: store.TaskReads = store.ALL,
     ) -> dict[str, tuple[list[EventRecord], bool]]:
+        """Pages of each task's events; `reads` says what to read of the task at each event."""
         async with self.db.connection() as conn:
-            return await store.events_of_many(conn, task_ids, first, after)
+            return await store.events_of_many(conn, task_ids, first, after, reads)
 
 
 class TaskService(TaskReader):

@@ -94,6 +94,17 @@ def event_builder(
 LAZY_JSON = ("packet", "result", "latest_checkpoint")
 
 
+class _DependsOn:
+    """A task's `packet.dependsOn`: from its packet, unless the read took the row's own
+    `depends_on` column (`TaskRecord.keep_depends_on`), which is then in the instance's dict
+    and answers first (this descriptor defines no `__set__`)."""
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            raise AttributeError("depends_on")
+        return record.packet["depends_on"]
+
+
 @dataclass(frozen=True)
 class TaskRecord:
     id: str
@@ -110,6 +121,9 @@ class TaskRecord:
     input_digest: str
     created_at: datetime
     updated_at: datetime
+
+    # The packet's `dependsOn` (not a field: no annotation; see `_DependsOn`).
+    depends_on = _DependsOn()
 
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> TaskRecord:
@@ -130,6 +144,19 @@ class TaskRecord:
         fields["_json"] = (row["packet_text"], row["result_text"], row["latest_checkpoint_text"])
         return _made(cls, fields)
 
+    @classmethod
+    def from_scalar_row(cls, row: Mapping[Any, Any]) -> TaskRecord:
+        """From a row without the JSON columns, for a reader that answers none of them (see
+        `baton.store.tasks.TaskReads`): reading one is a fault, raised as `Unread`."""
+        fields = _task_scalars(row)
+        fields["_json"] = None
+        return _made(cls, fields)
+
+    def keep_depends_on(self, depends_on: list[str]) -> None:
+        """Answer `depends_on` with the row's own column (read beside the record) rather than
+        from the packet, which may then stay undecoded or unread."""
+        self.__dict__["depends_on"] = depends_on
+
 
 def _task_scalars(row: Mapping[Any, Any]) -> dict[str, Any]:
     """A task record's fields other than its JSON ones, from a row."""
@@ -149,6 +176,10 @@ def _task_scalars(row: Mapping[Any, Any]) -> dict[str, Any]:
     )
 
 
+class Unread(LookupError):
+    """A record's JSON field that its read left out (`TaskRecord.from_scalar_row`)."""
+
+
 class _Decoded:
     """A JSON field of a record `from_text_row`: decoded the first time it is read and kept in
     the instance, whose dict then answers every later read without this. (A record made
@@ -163,7 +194,10 @@ class _Decoded:
     def __get__(self, record: Any, owner: type | None = None) -> Any:
         if record is None:
             raise AttributeError(self.name)  # on the class, as a field without a default
-        text = record.__dict__["_json"][self.index]
+        texts = record.__dict__["_json"]
+        if texts is None:
+            raise Unread(f"task {record.id}: {self.name} was not read")
+        text = texts[self.index]
         value = None if text is None else orjson.loads(text)
         record.__dict__[self.name] = value
         return value
@@ -189,14 +223,18 @@ class EventRecord:
     task: TaskRecord  # the task as it was right after this event
 
     @classmethod
-    def from_row(cls, row: Row, *, text: bool = False) -> EventRecord:
+    def from_row(cls, row: Row, *, text: bool = False, json: bool = True) -> EventRecord:
         """From a row of the event's own columns beside the task's (see `baton.store.tasks`);
-        with `text`, the task's JSON came as text (see `TaskRecord.from_text_row`)."""
-        return _TASK_EVENT_TEXT(row) if text else _TASK_EVENT(row)
+        with `text`, the task's JSON came as text (see `TaskRecord.from_text_row`), or, with
+        `json` false too, not at all (`TaskRecord.from_scalar_row`)."""
+        if not text:
+            return _TASK_EVENT(row)
+        return _TASK_EVENT_TEXT(row) if json else _TASK_EVENT_SCALARS(row)
 
 
 _TASK_EVENT = event_builder(EventRecord, TaskRecord.from_mapping, HANDOFF, ("reason",))
 _TASK_EVENT_TEXT = event_builder(EventRecord, TaskRecord.from_text_row, HANDOFF, ("reason",))
+_TASK_EVENT_SCALARS = event_builder(EventRecord, TaskRecord.from_scalar_row, HANDOFF, ("reason",))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -60,19 +61,46 @@ RECORD_COLUMNS = (
 )
 
 
-def _columns(table: str) -> str:
-    """`RECORD_COLUMNS` of `table`, its JSON as text, for `TaskRecord.from_text_row`."""
-    return ", ".join(
+@dataclass(frozen=True)
+class TaskReads:
+    """What a read of tasks takes besides their scalar columns: the JSON columns (packet,
+    result, checkpoint: most of a row's bytes), and the `depends_on` array. A reader that
+    answers no JSON field leaves the JSON out (`TaskRecord.from_scalar_row`)."""
+
+    json: bool = True
+    depends_on: bool = False
+
+
+ALL = TaskReads()
+SCALARS = TaskReads(json=False)
+
+
+def _columns(table: str, reads: TaskReads = ALL) -> str:
+    """`RECORD_COLUMNS` of `table` that `reads` takes, its JSON as text (for
+    `TaskRecord.from_text_row`)."""
+    columns = [
         f"{table}.{c}::text AS {c}_text" if c in LAZY_JSON else f"{table}.{c}"
         for c in RECORD_COLUMNS.split(", ")
-    )
+        if reads.json or c not in LAZY_JSON
+    ]
+    if reads.depends_on:
+        columns.append(f"{table}.depends_on")
+    return ", ".join(columns)
 
 
-def _records(rows: Sequence[Any]) -> list[TaskRecord]:
-    """Records of rows read with `_columns`. Their JSON came as text, which the connection's
-    decoder did not meter: it is spent from the request's budget here, as it would be there."""
-    _spend_text(rows)
-    return [TaskRecord.from_text_row(r) for r in rows]
+def _records(rows: Sequence[Any], reads: TaskReads = ALL) -> list[TaskRecord]:
+    """Records of rows read with `_columns(…, reads)`. Their JSON came as text, which the
+    connection's decoder did not meter: it is spent from the request's budget here, as it
+    would be there."""
+    if reads.json:
+        _spend_text(rows)
+        records = [TaskRecord.from_text_row(r) for r in rows]
+    else:
+        records = [TaskRecord.from_scalar_row(r) for r in rows]
+    if reads.depends_on:
+        for row, record in zip(rows, records, strict=True):
+            record.keep_depends_on(row["depends_on"])
+    return records
 
 
 def _spend_text(rows: Sequence[Any]) -> None:
@@ -466,7 +494,12 @@ _NEWEST = "ORDER BY updated_at DESC, id DESC"
 
 
 async def page(
-    conn: Connection, principal: Principal, query: TaskQuery, first: int, after: str | None
+    conn: Connection,
+    principal: Principal,
+    query: TaskQuery,
+    first: int,
+    after: str | None,
+    reads: TaskReads = ALL,
 ) -> tuple[list[TaskRecord], bool]:
     """Newest `updated_at` first; returns the page and whether more follow.
 
@@ -479,12 +512,13 @@ async def page(
         filters.append(f"(t.updated_at, t.id) < ({p(when)}, {p(task_id)})")
     limit = p(first + 1)
     branches = [
-        f"(SELECT {_columns('t')} FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST}"
+        f"(SELECT {_columns('t', reads)} FROM tasks t WHERE {' AND '.join([side, *filters])}"
+        f" {_NEWEST}"
         f" LIMIT {limit})"
         for side in _sides(principal, p)
     ]
     sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
-    rows = _records(await conn.fetch(sql, *p.values))
+    rows = _records(await conn.fetch(sql, *p.values), reads)
     return rows[:first], len(rows) > first
 
 
@@ -499,15 +533,15 @@ async def count(conn: Connection, principal: Principal, query: TaskQuery) -> int
 
 
 async def visible_by_ids(
-    conn: Connection, principal: Principal, ids: Sequence[str]
+    conn: Connection, principal: Principal, ids: Sequence[str], reads: TaskReads = ALL
 ) -> list[TaskRecord]:
     p = Params()
     wanted = p(list(ids))
     sql = (
-        f"SELECT {_columns('t')} FROM tasks t WHERE t.id = ANY({wanted}::text[])"
+        f"SELECT {_columns('t', reads)} FROM tasks t WHERE t.id = ANY({wanted}::text[])"
         f" AND ({visible_sql(principal, p)})"
     )
-    return _records(await conn.fetch(sql, *p.values))
+    return _records(await conn.fetch(sql, *p.values), reads)
 
 
 async def dependents_of(
@@ -523,7 +557,7 @@ async def dependents_of(
 
 
 async def dependents_per_task(
-    conn: Connection, principal: Principal, ids: Sequence[str], first: int
+    conn: Connection, principal: Principal, ids: Sequence[str], first: int, reads: TaskReads = ALL
 ) -> dict[str, list[TaskRecord]]:
     """For each of `ids`, the first `first` visible tasks (by id) that depend on it."""
     found: dict[str, list[TaskRecord]] = {i: [] for i in ids}
@@ -535,48 +569,74 @@ async def dependents_per_task(
     sql = f"""
     SELECT w.id AS dependency, d.* FROM unnest({wanted}::text[]) AS w(id)
     CROSS JOIN LATERAL (
-        SELECT {_columns("t")}
+        SELECT {_columns("t", reads)}
         FROM (SELECT * FROM tasks WHERE depends_on @> ARRAY[w.id] OFFSET 0) AS t
         WHERE {visible_sql(principal, p)}
         ORDER BY t.id LIMIT {p(first)}
     ) AS d
     """
     rows = await conn.fetch(sql, *p.values)
-    for row, record in zip(rows, _records(rows), strict=True):
+    for row, record in zip(rows, _records(rows, reads), strict=True):
         found[row["dependency"]].append(record)
     return found
 
 
-# `_TASK_AT_EVENT` with the JSON as text (see `_columns`): a page of events rarely asks for
-# the task at each of them.
-_TASK_AT_EVENT_TEXT = (
-    "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, "
-    "t.packet::text AS packet_text, e.result::text AS result_text, "
-    "e.latest_checkpoint::text AS latest_checkpoint_text, t.verification, e.version, "
-    "t.input_digest, t.created_at, e.at AS updated_at"
-)
-_EVENTS_OF_MANY = f"""
-SELECT {_TASK_AT_EVENT_TEXT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
-    e.event_reason
-FROM unnest($1::text[]) AS wanted(id)
-CROSS JOIN LATERAL (
-    SELECT {TASKS.returned}, task_id, to_state, waiting_on, result, latest_checkpoint, version,
-        at
-    FROM task_events WHERE task_id = wanted.id AND id > $2 ORDER BY id LIMIT $3
-) AS e
-JOIN tasks t ON t.id = e.task_id
-ORDER BY e.task_id, e.event_id
-"""
+def _task_at_event(reads: TaskReads) -> str:
+    """`_TASK_AT_EVENT` as `reads` takes it, with the JSON as text (see `_columns`): a page of
+    events rarely asks for the task at each of them."""
+    json = (
+        "t.packet::text AS packet_text, e.result::text AS result_text, "
+        "e.latest_checkpoint::text AS latest_checkpoint_text, "
+        if reads.json
+        else ""
+    )
+    depends_on = ", t.depends_on" if reads.depends_on else ""
+    return (
+        "t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee, "
+        f"{json}t.verification, e.version, t.input_digest, t.created_at, e.at AS updated_at"
+        f"{depends_on}"
+    )
+
+
+@functools.cache
+def _events_of_many(reads: TaskReads) -> tuple[str, Callable[[Any], EventRecord]]:
+    """The statement of `events_of_many` for `reads` (of the task at each event), and how its
+    rows become records."""
+    sql = f"""
+    SELECT {_task_at_event(reads)}, e.event_id, e.event_kind, e.event_name, e.event_from,
+        e.event_actor, e.event_reason
+    FROM unnest($1::text[]) AS wanted(id)
+    CROSS JOIN LATERAL (
+        SELECT {TASKS.returned}, task_id, to_state, waiting_on, result, latest_checkpoint,
+            version, at
+        FROM task_events WHERE task_id = wanted.id AND id > $2 ORDER BY id LIMIT $3
+    ) AS e
+    JOIN tasks t ON t.id = e.task_id
+    ORDER BY e.task_id, e.event_id
+    """
+
+    json, depends_on = reads.json, reads.depends_on
+
+    def parse(row: Any) -> EventRecord:
+        if json:
+            _spend_text((row,))
+        event = EventRecord.from_row(row, text=True, json=json)
+        if depends_on:
+            event.task.keep_depends_on(row["depends_on"])
+        return event
+
+    return sql, parse
 
 
 async def events_of_many(
-    conn: Connection, task_ids: Sequence[str], first: int, after: int | None
+    conn: Connection,
+    task_ids: Sequence[str],
+    first: int,
+    after: int | None,
+    reads: TaskReads = ALL,
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
-    more follow. One query, whatever the number of tasks."""
-    return await event_pages(conn, _EVENTS_OF_MANY, task_ids, first, after, _event)
-
-
-def _event(row: Any) -> EventRecord:
-    _spend_text([row])
-    return EventRecord.from_row(row, text=True)
+    more follow, each with the task as `reads` takes it. One query, whatever the number of
+    tasks."""
+    sql, parse = _events_of_many(reads)
+    return await event_pages(conn, sql, task_ids, first, after, parse)
