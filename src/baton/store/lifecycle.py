@@ -37,15 +37,23 @@ async def event_pages(
     first: int,
     after: int | None,
     parse: Callable[[Mapping[str, Any]], R],
+    loaded: Callable[[Sequence[Mapping[str, Any]]], None] | None = None,
 ) -> dict[str, tuple[list[R], bool]]:
     """For each subject, its events after `after`, oldest first, `first` at most; and whether
     more follow. One query (`sql`: ids, after, limit; rows carry the subject's `id`), whatever
-    the number of subjects."""
-    pages: dict[str, list[R]] = {subject: [] for subject in subject_ids}
+    the number of subjects. Each subject's row past its page only says that more follow and
+    is not parsed; `loaded` is told of every row read (to spend what it holds)."""
+    pages: dict[str, list[Mapping[str, Any]]] = {subject: [] for subject in subject_ids}
     if pages:
-        for row in await conn.fetch(sql, list(pages), after or 0, first + 1):
-            pages[row["id"]].append(parse(row))
-    return {subject: (rows[:first], len(rows) > first) for subject, rows in pages.items()}
+        rows = await conn.fetch(sql, list(pages), after or 0, first + 1)
+        if loaded is not None:
+            loaded(rows)
+        for row in rows:
+            pages[row["id"]].append(row)
+    return {
+        subject: ([parse(row) for row in rows[:first]], len(rows) > first)
+        for subject, rows in pages.items()
+    }
 
 
 @dataclass(frozen=True)

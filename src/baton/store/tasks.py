@@ -618,8 +618,6 @@ def _events_of_many(reads: TaskReads) -> tuple[str, Callable[[Any], EventRecord]
     json, depends_on = reads.json, reads.depends_on
 
     def parse(row: Any) -> EventRecord:
-        if json:
-            _spend_text((row,))
         event = EventRecord.from_row(row, text=True, json=json)
         if depends_on:
             event.task.keep_depends_on(row["depends_on"])
@@ -639,4 +637,5 @@ async def events_of_many(
     more follow, each with the task as `reads` takes it. One query, whatever the number of
     tasks."""
     sql, parse = _events_of_many(reads)
-    return await event_pages(conn, sql, task_ids, first, after, parse)
+    loaded = _spend_text if reads.json else None
+    return await event_pages(conn, sql, task_ids, first, after, parse, loaded)
