@@ -121,7 +121,8 @@ async def test_a_read_of_scalars_leaves_the_json_out_and_says_so_when_it_is_read
 ) -> None:
     """A listing read with `SCALARS` answers every scalar as the whole read does, takes
     `depends_on` from the row's column when asked, spends nothing of the budget of loaded
-    bytes (no JSON came), and refuses a JSON field rather than answer it wrong."""
+    bytes (no JSON came), and refuses a JSON field rather than answer it wrong; events read
+    without their task answer their own fields as the whole read does, and refuse the task."""
     task = await world.task_in(TaskState.working)
     owner = world.roles["requester_owner"]
     query = tasks.TaskQuery(projects=[world.project])
@@ -131,7 +132,16 @@ async def test_a_read_of_scalars_leaves_the_json_out_and_says_so_when_it_is_read
         with request_budget(1000, 1):  # one byte: a packet would not fit
             [listed], _ = await tasks.page(conn, owner, query, 10, None, reads)
             pages = await tasks.events_of_many(conn, [task.id], 10, None, tasks.SCALARS)
+            bare = await tasks.events_of_many(conn, [task.id], 10, None, None)
+        full = await tasks.events_of_many(conn, [task.id], 10, None)
     assert whole is not None
+    own = [f.name for f in fields(EventRecord) if f.name != "task"]
+    [(bare_events, bare_more)], [(full_events, full_more)] = bare.values(), full.values()
+    assert bare_more == full_more and len(bare_events) == len(full_events) > 1
+    for short, long in zip(bare_events, full_events, strict=True):
+        assert [getattr(short, n) for n in own] == [getattr(long, n) for n in own]
+        with pytest.raises(Unread):
+            _ = short.task
     scalars = [f.name for f in fields(TaskRecord) if f.name not in LAZY_JSON]
     assert [getattr(listed, n) for n in scalars] == [getattr(whole, n) for n in scalars]
     assert listed.depends_on == whole.packet["depends_on"] == whole.depends_on

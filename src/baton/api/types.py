@@ -23,7 +23,7 @@ from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.store.records import EventRecord, TaskRecord
-from baton.store.tasks import ALL, SCALARS, TASKS, TaskReads, decode_cursor, storable_time
+from baton.store.tasks import ALL, TASKS, TaskReads, decode_cursor, storable_time
 
 if TYPE_CHECKING:
     from baton.api import lifecycle
@@ -235,13 +235,13 @@ async def events_of(
     ]
 
 
-def event_reads(selection: Selection | None) -> TaskReads:
+def event_reads(selection: Selection | None) -> TaskReads | None:
     """What to read of the task at each event of an event connection selecting `selection`:
-    its scalars (the event's own fields read those), and more when its `task` is asked."""
+    nothing unless its `task` is asked (the event's own fields come with the event)."""
     if selection is None:
         return ALL
     if "task" not in selection.names("edges", "node"):
-        return SCALARS
+        return None
     return task_reads(selection.names("edges", "node", "task"))
 
 

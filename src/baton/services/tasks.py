@@ -154,9 +154,10 @@ class TaskReader:
         task_ids: Sequence[str],
         first: int,
         after: int | None,
-        reads: store.TaskReads = store.ALL,
+        reads: store.TaskReads | None = store.ALL,
     ) -> dict[str, tuple[list[EventRecord], bool]]:
-        """Pages of each task's events; `reads` says what to read of the task at each event."""
+        """Pages of each task's events; `reads` says what to read of the task at each event
+        (None: nothing, the records' `task` is not read)."""
         async with self.db.connection() as conn:
             return await store.events_of_many(conn, task_ids, first, after, reads)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -87,6 +87,57 @@ def event_builder(
         )
 
     return build
+
+
+def bare_event_builder(
+    cls: type[R], machine: Machine[Any, Any, Any], extras: tuple[str, ...]
+) -> Callable[[Row], R]:
+    """How a lifecycle's event record is read without its subject, for a reader that answers
+    only the event's own fields: from the event's columns (`event_*`) beside its subject's
+    `id`, primary axis, `version` and `updated_at` at that event. The record's last field, the
+    subject, is left out: reading it raises `Unread` (see `Absent`)."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    name_of = _by_value(type(machine.names()[0]))
+    state_of = _by_value(type(machine.initial))
+    primary = machine.primary
+    extra_keys = tuple(f"event_{extra}" for extra in extras)
+    leading, trailing = names[:6], names[6:-1]  # id … after; actor, extras, version, at
+
+    def build(row: Row) -> R:
+        name, before = row["event_name"], row["event_from"]
+        values = dict(
+            zip(
+                leading,
+                (
+                    row["event_id"],
+                    row["event_kind"],
+                    row["id"],
+                    name_of(name) if name else None,
+                    state_of(before) if before else None,
+                    state_of(row[primary]),
+                ),
+                strict=True,
+            )
+        )
+        later = (row["event_actor"], *[row[key] for key in extra_keys], row["version"])
+        values.update(zip(trailing, (*later, row["updated_at"]), strict=True))
+        return _made(cls, values)
+
+    return build
+
+
+class Absent:
+    """A record's field that its read may leave out (`bare_event_builder`): an instance that
+    holds it answers from its dict (this descriptor defines no `__set__`); one that does not
+    raises `Unread`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            raise AttributeError(self.name)  # on the class, as a field without a default
+        raise Unread(f"{type(record).__name__} {record.id}: {self.name} was not read")
 
 
 # A task's JSON columns, as a listing reads them: text, decoded when first read (see
@@ -231,10 +282,18 @@ class EventRecord:
             return _TASK_EVENT(row)
         return _TASK_EVENT_TEXT(row) if json else _TASK_EVENT_SCALARS(row)
 
+    @classmethod
+    def from_bare_row(cls, row: Row) -> EventRecord:
+        """From a row of the event's own columns and the task's id, state, version and time
+        at it: the record's `task` was not read (see `bare_event_builder`)."""
+        return _TASK_EVENT_BARE(row)
+
 
 _TASK_EVENT = event_builder(EventRecord, TaskRecord.from_mapping, HANDOFF, ("reason",))
 _TASK_EVENT_TEXT = event_builder(EventRecord, TaskRecord.from_text_row, HANDOFF, ("reason",))
 _TASK_EVENT_SCALARS = event_builder(EventRecord, TaskRecord.from_scalar_row, HANDOFF, ("reason",))
+_TASK_EVENT_BARE = bare_event_builder(EventRecord, HANDOFF, ("reason",))
+EventRecord.task = Absent("task")  # type: ignore[assignment]  # after the dataclass, no default
 
 
 @dataclass(frozen=True)

@@ -599,22 +599,27 @@ def _task_at_event(reads: TaskReads) -> str:
 
 
 @functools.cache
-def _events_of_many(reads: TaskReads) -> tuple[str, Callable[[Any], EventRecord]]:
-    """The statement of `events_of_many` for `reads` (of the task at each event), and how its
-    rows become records."""
+def _events_of_many(reads: TaskReads | None) -> tuple[str, Callable[[Any], EventRecord]]:
+    """The statement of `events_of_many` for `reads` (of the task at each event; None: none of
+    it), and how its rows become records."""
+    if reads is None:  # the event's own columns, and the task's columns it copies
+        task, join = "e.task_id AS id, e.to_state AS state, e.version, e.at AS updated_at", ""
+    else:
+        task, join = _task_at_event(reads), "JOIN tasks t ON t.id = e.task_id"
     sql = f"""
-    SELECT {_task_at_event(reads)}, e.event_id, e.event_kind, e.event_name, e.event_from,
-        e.event_actor, e.event_reason
+    SELECT {task}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
+        e.event_reason
     FROM unnest($1::text[]) AS wanted(id)
     CROSS JOIN LATERAL (
         SELECT {TASKS.returned}, task_id, to_state, waiting_on, result, latest_checkpoint,
             version, at
         FROM task_events WHERE task_id = wanted.id AND id > $2 ORDER BY id LIMIT $3
     ) AS e
-    JOIN tasks t ON t.id = e.task_id
+    {join}
     ORDER BY e.task_id, e.event_id
     """
-
+    if reads is None:
+        return sql, EventRecord.from_bare_row
     json, depends_on = reads.json, reads.depends_on
 
     def parse(row: Any) -> EventRecord:
@@ -631,11 +636,11 @@ async def events_of_many(
     task_ids: Sequence[str],
     first: int,
     after: int | None,
-    reads: TaskReads = ALL,
+    reads: TaskReads | None = ALL,
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
-    more follow, each with the task as `reads` takes it. One query, whatever the number of
-    tasks."""
+    more follow, each with the task as `reads` takes it (None: not at all, the records' `task`
+    is not read). One query, whatever the number of tasks."""
     sql, parse = _events_of_many(reads)
-    loaded = _spend_text if reads.json else None
+    loaded = _spend_text if reads is not None and reads.json else None
     return await event_pages(conn, sql, task_ids, first, after, parse, loaded)
