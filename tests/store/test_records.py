@@ -151,3 +151,28 @@ async def test_a_read_of_scalars_leaves_the_json_out_and_says_so_when_it_is_read
         for name in LAZY_JSON:
             with pytest.raises(Unread):
                 getattr(record, name)
+
+
+async def test_a_read_of_some_packet_keys_answers_those_and_refuses_the_rest(
+    db: Database, world: World
+) -> None:
+    """A listing that reads two of the packet's keys and one scalar answers those as the whole
+    read does, spends the (smaller) packet it read, and refuses every other field."""
+    task = await world.task_in(TaskState.working)
+    owner = world.roles["requester_owner"]
+    query = tasks.TaskQuery(projects=[world.project])
+    reads = tasks.TaskReads(
+        json=False, scalars=frozenset({"state"}), packet_keys=frozenset({"task", "files"})
+    )
+    async with db.connection() as conn:
+        whole = await tasks.load(conn, task.id)
+        assert whole is not None
+        [listed], _ = await tasks.page(conn, owner, query, 10, None, reads)
+        small = len(orjson.dumps({"files": whole.packet["files"], "task": whole.packet["task"]}))
+        with request_budget(1000, small // 2), pytest.raises(TooMuchWork):
+            await tasks.page(conn, owner, query, 10, None, reads)
+    assert listed.packet == {"task": whole.packet["task"], "files": whole.packet["files"]}
+    assert (listed.id, listed.state, listed.updated_at) == (whole.id, whole.state, whole.updated_at)
+    for name in ("result", "latest_checkpoint", "assignee", "version", "created_at"):
+        with pytest.raises(Unread):
+            getattr(listed, name)

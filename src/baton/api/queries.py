@@ -24,7 +24,7 @@ from baton.api.types import (
     task_reads,
 )
 from baton.engine.cost import at_most, between, checked, list_size
-from baton.engine.selection import selected
+from baton.engine.selection import selection_of
 from baton.errors import InvalidInput, NotFound
 from baton.protocol.pipeline import RunPhase, RunStatus
 from baton.services.gate_rules import MAX_RULES
@@ -149,7 +149,7 @@ class Query:
     ) -> TaskConnection:
         check_page_size(first)
         service, principal, query = info.context.service, info.context.principal, _query(filter)
-        reads = task_reads(selected(info, "edges", "node"))
+        reads = task_reads(selection_of(info), "edges", "node")
         rows, more = await service.page(principal, query, first, after, reads)
         return TaskConnection(
             edges=[TaskEdge(node=Task(record=t)) for t in rows],

@@ -157,36 +157,59 @@ def protocol_object(t: TaskRecord) -> dict[str, Any]:
 # --- batched look-ups: one query per field and level, whatever the number of parents ---------
 
 
-# Task fields answered from a record's scalar columns and its id alone (`dependencies` from the
-# row's `depends_on` column): a read whose selected fields are all among these leaves the JSON
-# columns out (see `baton.engine.selection`). Any other field, a new one too, reads them.
-WITHOUT_JSON = frozenset(
-    {
-        "__typename",
-        "id",
-        "project",
-        "state",
-        "waitingOn",
-        "requester",
-        "assignee",
-        "createdAt",
-        "updatedAt",
-        "version",
-        "verification",
-        "allowedMoves",
-        "dependencies",
-        "dependents",
-        "events",
-        "runs",
-    }
-)
+# Task fields answered from a record's scalar columns (`dependencies` from the row's
+# `depends_on` column; the others by the task's id), and which: a read whose selected fields
+# are all among these leaves the JSON columns out and reads only those scalars (see
+# `baton.engine.selection`). Any other field, a new one too, reads everything.
+SCALAR_FIELDS: dict[str, tuple[str, ...]] = {
+    "__typename": (),
+    "id": ("id",),
+    "project": ("project",),
+    "state": ("state",),
+    "waitingOn": ("waiting_on",),
+    "requester": ("requester",),
+    "assignee": ("assignee",),
+    "createdAt": ("created_at",),
+    "updatedAt": ("updated_at",),
+    "version": ("version",),
+    "verification": ("verification",),
+    "allowedMoves": ("state", "waiting_on", "requester", "assignee"),
+    "dependencies": (),
+    "dependents": (),
+    "events": (),
+    "runs": (),
+}
 
 
-def task_reads(names: frozenset[str] | None) -> TaskReads:
-    """What to read of tasks whose selected fields are `names` (None: not known, all)."""
-    if names is None:
+# Packet fields by the stored packet's key each reads (`__typename` reads none).
+PACKET_KEYS: dict[str, str | None] = {
+    "__typename": None,
+    "task": "task",
+    "deliverableType": "deliverable_type",
+    "acceptanceCriteria": "acceptance_criteria",
+    "context": "context",
+    "files": "files",
+    "dependsOn": "depends_on",
+}
+
+
+def task_reads(selection: Selection | None, *path: str) -> TaskReads:
+    """What to read of tasks whose fields `selection` selects at `path` (no selection: not
+    known, all): only the scalars they answer, and of the JSON only the packet's keys when
+    nothing else is asked."""
+    if selection is None:
         return ALL
-    return TaskReads(json=not names <= WITHOUT_JSON, depends_on="dependencies" in names)
+    names = selection.names(*path)
+    depends_on = "dependencies" in names
+    others = names - SCALAR_FIELDS.keys()
+    scalars = frozenset(column for name in names - others for column in SCALAR_FIELDS[name])
+    if not others:
+        return TaskReads(json=False, depends_on=depends_on, scalars=scalars)
+    packet = selection.names(*path, "packet")
+    if others == {"packet"} and packet <= PACKET_KEYS.keys():
+        keys = frozenset(key for name in packet if (key := PACKET_KEYS[name]) is not None)
+        return TaskReads(json=False, depends_on=depends_on, scalars=scalars, packet_keys=keys)
+    return TaskReads(json=True, depends_on=depends_on)
 
 
 async def dependencies_of(
@@ -195,7 +218,7 @@ async def dependencies_of(
     refs = sorted({r for p in parents for r in p.record.depends_on})
     found = {}
     if refs:
-        reads = task_reads(selection.names() if selection else None)
+        reads = task_reads(selection)
         visible = await context.service.visible_by_ids(context.principal, refs, reads)
         found = {t.id: t for t in visible}
     return [
@@ -213,7 +236,7 @@ async def dependents_of(
 ) -> list[list[Task]]:
     check_page_size(first)
     ids = [p.record.id for p in parents]
-    reads = task_reads(selection.names() if selection else None)
+    reads = task_reads(selection)
     found = await context.service.dependents_per_task(context.principal, ids, first, reads)
     return [[Task(record=t) for t in found[p.record.id]] for p in parents]
 
@@ -242,7 +265,7 @@ def event_reads(selection: Selection | None) -> TaskReads | None:
         return ALL
     if "task" not in selection.names("edges", "node"):
         return None
-    return task_reads(selection.names("edges", "node", "task"))
+    return task_reads(selection, "edges", "node", "task")
 
 
 @strawberry.type(description="A task handed from one agent to another.")

@@ -76,8 +76,15 @@ def _fields(
     return found
 
 
-def selected(info: Any, *path: str) -> frozenset[str] | None:
-    """The names `info`'s field selects at `path` (see `Selection`), or None when the resolver
-    runs outside Baton's engine: then it should read everything."""
+def selection_of(info: Any) -> Selection | None:
+    """What `info`'s field selects, or None when the resolver runs outside Baton's engine:
+    then it should read everything."""
     selection = getattr(info, "selection", None)
-    return selection.names(*path) if isinstance(selection, Selection) else None
+    return selection if isinstance(selection, Selection) else None
+
+
+def selected(info: Any, *path: str) -> frozenset[str] | None:
+    """The names `info`'s field selects at `path` (see `Selection`), or None outside Baton's
+    engine (see `selection_of`)."""
+    selection = selection_of(info)
+    return None if selection is None else selection.names(*path)

@@ -10,6 +10,7 @@ its layout.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -203,6 +204,14 @@ class TaskRecord:
         fields["_json"] = None
         return _made(cls, fields)
 
+    @staticmethod
+    def reader_of(columns: frozenset[str], *, packet: bool = False) -> Callable[[Row], TaskRecord]:
+        """How a record is made from a row of some scalar columns only (`columns` and `id`)
+        and, with `packet`, its packet as text (`packet_text`, perhaps only some of its
+        keys), for a reader that answers nothing else: reading another field raises
+        `Unread`."""
+        return _partial_reader(columns | {"id"}, packet)
+
     def keep_depends_on(self, depends_on: list[str]) -> None:
         """Answer `depends_on` with the row's own column (read beside the record) rather than
         from the packet, which may then stay undecoded or unread."""
@@ -228,7 +237,35 @@ def _task_scalars(row: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 class Unread(LookupError):
-    """A record's JSON field that its read left out (`TaskRecord.from_scalar_row`)."""
+    """A record's field that its read left out (`TaskRecord.from_scalar_row`,
+    `TaskRecord.reader_of`, `bare_event_builder`)."""
+
+
+# How each scalar column becomes a record's field, when it is not as it comes.
+_CONVERTED: dict[str, Callable[[Any], Any]] = {
+    "state": _TASK_STATE,
+    "waiting_on": lambda value: _WAITING_ON(value) if value else None,
+    "verification": _VERIFICATION,
+}
+
+
+@functools.cache
+def _partial_reader(columns: frozenset[str], packet: bool) -> Callable[[Row], TaskRecord]:
+    plain = tuple(c for c in sorted(columns) if c not in _CONVERTED)
+    converted = tuple((c, _CONVERTED[c]) for c in sorted(columns) if c in _CONVERTED)
+
+    def read(row: Row) -> TaskRecord:
+        fields = {column: row[column] for column in plain}
+        for column, convert in converted:
+            fields[column] = convert(row[column])
+        fields["_json"] = (row["packet_text"], UNREAD, UNREAD) if packet else None
+        return _made(TaskRecord, fields)
+
+    return read
+
+
+# In a record's `_json`: a JSON column its read left out (see `_Decoded`).
+UNREAD = object()
 
 
 class _Decoded:
@@ -249,6 +286,8 @@ class _Decoded:
         if texts is None:
             raise Unread(f"task {record.id}: {self.name} was not read")
         text = texts[self.index]
+        if text is UNREAD:
+            raise Unread(f"task {record.id}: {self.name} was not read")
         value = None if text is None else orjson.loads(text)
         record.__dict__[self.name] = value
         return value
@@ -257,6 +296,9 @@ class _Decoded:
 # Set after the dataclass is made, so that it takes them for no default.
 for _index, _name in enumerate(LAZY_JSON):
     setattr(TaskRecord, _name, _Decoded(_name, _index))
+for _field in fields(TaskRecord):
+    if _field.name not in LAZY_JSON:
+        setattr(TaskRecord, _field.name, Absent(_field.name))
 
 
 @dataclass(frozen=True)

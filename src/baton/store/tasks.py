@@ -63,28 +63,54 @@ RECORD_COLUMNS = (
 
 @dataclass(frozen=True)
 class TaskReads:
-    """What a read of tasks takes besides their scalar columns: the JSON columns (packet,
-    result, checkpoint: most of a row's bytes), and the `depends_on` array. A reader that
-    answers no JSON field leaves the JSON out (`TaskRecord.from_scalar_row`)."""
+    """What a read of tasks takes: the JSON columns (packet, result, checkpoint: most of a
+    row's bytes) or not, the `depends_on` array or not, and, when the JSON is left out, which
+    scalar columns (None: all; `id` and `updated_at` always, rows are keyed and listed by
+    them). A reader that answers no JSON field leaves the JSON out
+    (`TaskRecord.from_scalar_row`, `TaskRecord.reader_of`)."""
 
     json: bool = True
     depends_on: bool = False
+    scalars: frozenset[str] | None = None
+    # With the JSON left out: the packet's keys to read all the same (an object of only
+    # those; the result and checkpoint stay unread), or None for no packet at all.
+    packet_keys: frozenset[str] | None = None
+
+    def columns(self) -> tuple[str, ...]:
+        """The record's columns this read takes, in `RECORD_COLUMNS` order."""
+        return tuple(
+            c
+            for c in RECORD_COLUMNS.split(", ")
+            if (c in LAZY_JSON and self.json)
+            or (
+                c not in LAZY_JSON
+                and (self.json or self.scalars is None or c in self.scalars or c in _KEYS)
+            )
+        )
+
+    def full(self) -> TaskReads:
+        """This read with every scalar column (and all of the JSON if it takes any)."""
+        return TaskReads(self.json or self.packet_keys is not None, self.depends_on)
 
 
 ALL = TaskReads()
 SCALARS = TaskReads(json=False)
+_KEYS = ("id", "updated_at")
+SCALAR_COLUMNS = frozenset(c for c in RECORD_COLUMNS.split(", ") if c not in LAZY_JSON)
 
 
 def _columns(table: str, reads: TaskReads = ALL) -> str:
-    """`RECORD_COLUMNS` of `table` that `reads` takes, its JSON as text (for
+    """The columns of `table` that `reads` takes, JSON as text (for
     `TaskRecord.from_text_row`)."""
     columns = [
         f"{table}.{c}::text AS {c}_text" if c in LAZY_JSON else f"{table}.{c}"
-        for c in RECORD_COLUMNS.split(", ")
-        if reads.json or c not in LAZY_JSON
+        for c in reads.columns()
     ]
     if reads.depends_on:
         columns.append(f"{table}.depends_on")
+    if not reads.json and reads.packet_keys is not None:
+        pairs = ", ".join(f"'{key}', {table}.packet->'{key}'" for key in sorted(reads.packet_keys))
+        columns.append(f"jsonb_build_object({pairs})::text AS packet_text")
     return ", ".join(columns)
 
 
@@ -95,18 +121,25 @@ def _records(rows: Sequence[Any], reads: TaskReads = ALL) -> list[TaskRecord]:
     if reads.json:
         _spend_text(rows)
         records = [TaskRecord.from_text_row(r) for r in rows]
-    else:
+    elif reads.scalars is None and reads.packet_keys is None:
         records = [TaskRecord.from_scalar_row(r) for r in rows]
+    else:
+        packet = reads.packet_keys is not None
+        if packet:
+            _spend_text(rows, ("packet_text",))
+        scalars = SCALAR_COLUMNS if reads.scalars is None else reads.scalars | set(_KEYS)
+        read = TaskRecord.reader_of(frozenset(scalars), packet=packet)
+        records = [read(r) for r in rows]
     if reads.depends_on:
         for row, record in zip(rows, records, strict=True):
             record.keep_depends_on(row["depends_on"])
     return records
 
 
-def _spend_text(rows: Sequence[Any]) -> None:
+def _spend_text(rows: Sequence[Any], columns: Sequence[str] | None = None) -> None:
     size = 0
     for row in rows:
-        for name in _TEXT_COLUMNS:
+        for name in columns or _TEXT_COLUMNS:
             text = row[name]
             if text is not None:
                 size += len(text)
@@ -600,8 +633,10 @@ def _task_at_event(reads: TaskReads) -> str:
 
 @functools.cache
 def _events_of_many(reads: TaskReads | None) -> tuple[str, Callable[[Any], EventRecord]]:
-    """The statement of `events_of_many` for `reads` (of the task at each event; None: none of
-    it), and how its rows become records."""
+    """The statement of `events_of_many` for `reads` (of the task at each event, all of its
+    scalars; None: none of it), and how its rows become records."""
+    if reads is not None:
+        reads = reads.full()
     if reads is None:  # the event's own columns, and the task's columns it copies
         task, join = "e.task_id AS id, e.to_state AS state, e.version, e.at AS updated_at", ""
     else:
