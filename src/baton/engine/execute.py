@@ -16,6 +16,7 @@ does not change what a client sees.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -480,12 +481,11 @@ async def _complete_lists(
     path_of: Callable[[int], Path],
 ) -> list[Any]:
     flat: list[Any] = []
-    owners: list[int] = []  # for each flat item, the index of its list
-    bounds: list[tuple[int, int] | None] = []
+    starts: list[int] = []  # where each list's items begin in `flat`, by list
+    owners: list[int] = []  # ... and whose list that is
     out: list[Any] = list(values)
     for i, value in enumerate(values):
         if value is None or type(value) is Failure:
-            bounds.append(None)
             continue
         if type(value) is not list and not is_iterable(value):
             message = (
@@ -493,27 +493,28 @@ async def _complete_lists(
                 f"'{plan.parent.name}.{plan.name}'."
             )
             out[i] = run.fail(GraphQLError(message), plan, path_of(i))
-            bounds.append(None)
             continue
-        start = len(flat)
+        starts.append(len(flat))
+        owners.append(i)
         flat.extend(value)
-        owners.extend([i] * (len(flat) - start))
-        bounds.append((start, len(flat)))
 
     def item_path(j: int) -> Path:
-        owner = owners[j]
-        span = bounds[owner]
-        assert span is not None
-        index = j - span[0]
-        return (path_of(owner), index, index)
+        # Asked only to report an error: which list `j` is in is looked up then.
+        k = bisect.bisect_right(starts, j) - 1
+        index = j - starts[k]
+        return (path_of(owners[k]), index, index)
 
     items = await complete(run, plan, type_.of_type, flat, item_path) if flat else []
-    for i, span in enumerate(bounds):
-        if span is None:
-            continue
-        segment = items[span[0] : span[1]]
-        failures = [item for item in segment if type(item) is Failure]
-        out[i] = Failure.merge(failures) if failures else segment
+    failed = Failure in map(type, items)
+    ends = [*starts[1:], len(flat)]
+    for k, i in enumerate(owners):
+        segment = items[starts[k] : ends[k]]
+        if failed:
+            failures = [item for item in segment if type(item) is Failure]
+            if failures:
+                out[i] = Failure.merge(failures)
+                continue
+        out[i] = segment
     return out
 
 
