@@ -97,32 +97,30 @@ def bare_event_builder(
     only the event's own fields: from the event's columns (`event_*`) beside its subject's
     `id`, primary axis, `version` and `updated_at` at that event. The record's last field, the
     subject, is left out: reading it raises `Unread` (see `Absent`)."""
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    keys = tuple(f.name for f in fields(cls))[:-1]  # type: ignore[arg-type]
     name_of = _by_value(type(machine.names()[0]))
     state_of = _by_value(type(machine.initial))
-    primary = machine.primary
-    extra_keys = tuple(f"event_{extra}" for extra in extras)
-    leading, trailing = names[:6], names[6:-1]  # id … after; actor, extras, version, at
+    # The row's values in the record's field order, in one call.
+    read = operator.itemgetter(
+        "event_id",
+        "event_kind",
+        "id",
+        "event_name",
+        "event_from",
+        machine.primary,
+        "event_actor",
+        *(f"event_{extra}" for extra in extras),
+        "version",
+        "updated_at",
+    )
 
     def build(row: Row) -> R:
-        name, before = row["event_name"], row["event_from"]
-        values = dict(
-            zip(
-                leading,
-                (
-                    row["event_id"],
-                    row["event_kind"],
-                    row["id"],
-                    name_of(name) if name else None,
-                    state_of(before) if before else None,
-                    state_of(row[primary]),
-                ),
-                strict=True,
-            )
-        )
-        later = (row["event_actor"], *[row[key] for key in extra_keys], row["version"])
-        values.update(zip(trailing, (*later, row["updated_at"]), strict=True))
-        return _made(cls, values)
+        values = list(read(row))
+        name, before = values[3], values[4]
+        values[3] = name_of(name) if name else None
+        values[4] = state_of(before) if before else None
+        values[5] = state_of(values[5])
+        return _made(cls, dict(zip(keys, values)))  # noqa: B905 (as many: `read` gives them)
 
     return build
 
