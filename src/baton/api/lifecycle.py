@@ -101,12 +101,10 @@ class LifecycleTypes:
     event_connection: type
 
     def events_page(self, rows: Sequence[Any], more: bool, *, has_previous: bool) -> Any:
-        """A page of entries (`rows`: event records, oldest first)."""
-        edge, event = self.event_edge, self.event
-        edges = [edge(cursor=str(r.id), node=event(record=r)) for r in rows]
-        cursors = [e.cursor for e in edges]
-        page_info = PageInfo.of_events(cursors, more, has_previous=has_previous)
-        return self.event_connection(edges=edges, page_info=page_info)
+        """A page of entries (`rows`: event records, oldest first). Its edges and page info
+        are made when asked for: a page per task of a listing is common, and most ask for
+        one of the two."""
+        return self.event_connection(rows=rows, more=more, has_previous=has_previous)
 
 
 _NODES: dict[str, type] = {}
@@ -274,15 +272,31 @@ def _event(schema: LifecycleSchema, node: type) -> type:
 
 
 def _event_edge(schema: LifecycleSchema, event: type) -> type:
-    namespace = {"__annotations__": {"cursor": str, "node": event}}
+    def cursor(self: Any) -> str:
+        return str(self.node.record.id)
+
+    namespace = {
+        "__annotations__": {"cursor": str, "node": event},
+        "cursor": strawberry.field(resolver=cursor),
+    }
     return _strawberry_type(f"{schema.event}Edge", namespace)
 
 
 def _event_connection(schema: LifecycleSchema, event_edge: type) -> type:
+    event = event_edge.__annotations__["node"]
+
+    def edges(self: Any) -> Any:
+        return [event_edge(node=event(record=r)) for r in self.rows]
+
+    edges.__annotations__["return"] = types.GenericAlias(list, (event_edge,))
+
+    def page_info(self: Any) -> PageInfo:
+        cursors = [str(self.rows[0].id), str(self.rows[-1].id)] if self.rows else []
+        return PageInfo.of_events(cursors, self.more, has_previous=self.has_previous)
+
     namespace = {
-        "__annotations__": {
-            "edges": types.GenericAlias(list, (event_edge,)),
-            "page_info": PageInfo,
-        }
+        "__annotations__": {"rows": PRIVATE, "more": PRIVATE, "has_previous": PRIVATE},
+        "edges": strawberry.field(resolver=edges),
+        "page_info": strawberry.field(resolver=page_info),
     }
     return _strawberry_type(f"{schema.event}Connection", namespace)
