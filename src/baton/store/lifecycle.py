@@ -211,7 +211,73 @@ def change_statement(
     statement's transaction id follows that of the row's previous writer (see the module
     docstring). A statement that picks its row (`subject=None`, a claim of the oldest run)
     relies on PostgreSQL assigning the transaction id of a row lock only once the lock is
-    granted: it must be its transaction's first write, as every change is."""
+    granted: it must be its transaction's first write, as every change is.
+
+    The text depends only on the arguments' SQL (values travel as parameters), so it is built
+    once per shape and kept (`_STATEMENTS`); only `expected_version`'s value is added to `p`."""
+    versioned = expected_version is not None
+    key = (
+        id(layout),
+        id(pairs),
+        select,
+        subject,
+        skip_locked,
+        tuple(sets),
+        tuple(guards),
+        p.start + len(p.values) if versioned else None,
+        kind,
+        name,
+        actor,
+        tuple(extras.items()) if extras else (),
+        tuple(also),
+    )
+    version = p(expected_version) if versioned else None
+    kept = _STATEMENTS.get(key)
+    if kept is not None and kept[0] is layout and kept[1] is pairs:
+        return kept[2]
+    sql = _change_sql(
+        layout,
+        pairs,
+        select,
+        subject,
+        skip_locked,
+        sets,
+        guards,
+        version,
+        kind,
+        name,
+        actor,
+        extras,
+        also,
+    )
+    if len(_STATEMENTS) >= MAX_STATEMENTS:
+        _STATEMENTS.clear()
+    # Holding `layout` and `pairs` keeps their ids from naming another object while kept.
+    _STATEMENTS[key] = (layout, pairs, sql)
+    return sql
+
+
+# Statement texts by shape. Shapes are few (a lifecycle's moves times the callers' kinds of
+# principal and options); a caller that put values in the text would fill it, so it is bounded.
+MAX_STATEMENTS = 512
+_STATEMENTS: dict[tuple[Any, ...], tuple[Layout, object, str]] = {}
+
+
+def _change_sql(
+    layout: Layout,
+    pairs: Sequence[tuple[Position[Any], Position[Any]]],
+    select: str,
+    subject: str | None,
+    skip_locked: bool,
+    sets: Sequence[str],
+    guards: Sequence[str],
+    version: str | None,
+    kind: str,
+    name: str,
+    actor: str,
+    extras: dict[str, str] | None,
+    also: Sequence[str],
+) -> str:
     axes = len(layout.columns)
     before = [f"f{i}" for i in range(axes)]
     after = [f"t{i}" for i in range(axes)]
@@ -219,8 +285,8 @@ def change_statement(
         f"old.{c} IS NOT DISTINCT FROM m.{f}" for c, f in zip(layout.columns, before, strict=True)
     ]
     writes = [f"{c} = m.{t}" for c, t in zip(layout.columns, after, strict=True)]
-    if expected_version is not None:
-        guards = [*guards, f"old.version = {p(expected_version)}"]
+    if version is not None:
+        guards = [*guards, f"old.version = {version}"]
     if not pairs:
         matches = ["FALSE"]  # no position allows it: nothing changes, the service says why
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
