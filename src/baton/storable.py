@@ -16,6 +16,42 @@ MAX_DEPTH = 64
 
 def unstorable(value: object, path: str = "", depth: int = 0) -> str | None:
     """Why `value` (decoded JSON) cannot be stored, naming where, or None."""
+    if _storable(value, depth):
+        return None  # the common case, told without naming every place on the way
+    return _why(value, path, depth)
+
+
+def _storable(value: object, depth: int) -> bool:
+    """Whether `_why` finds nothing: the same walk, without the paths."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(value, str):
+        if "\x00" in value:
+            return False
+        if value.isascii():
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        depth += 1
+        for key in value:
+            if not _storable(key, depth):
+                return False
+        for item in value.values():
+            if not _storable(item, depth):
+                return False
+    elif isinstance(value, list):
+        depth += 1
+        for item in value:
+            if not _storable(item, depth):
+                return False
+    return True
+
+
+def _why(value: object, path: str, depth: int) -> str | None:
     where = f" (at {path})" if path else ""
     if depth > MAX_DEPTH:
         return f"input nested too deeply{where}"
@@ -37,7 +73,7 @@ def unstorable(value: object, path: str = "", depth: int = 0) -> str | None:
     else:
         return None
     for child_path, child in children:
-        reason = unstorable(child, child_path, depth + 1)
+        reason = _why(child, child_path, depth + 1)
         if reason is not None:
             return reason
     return None
