@@ -44,10 +44,20 @@ def compile_schema(schema: Mapping[str, Any], formats: Formats, pattern: Pattern
     """The predicate `schema` defines; `formats` and `pattern` are the ones the validator it
     stands in for uses. `Unsupported` when the schema needs more than this compiler knows."""
     checks = [_keyword(k, v, schema, formats, pattern) for k, v in schema.items()]
-    tests = [c for c in checks if c is not None]
+    return _all([c for c in checks if c is not None])
+
+
+def _all(tests: list[Valid]) -> Valid:
+    """A value passes every one of `tests`. Loops, not `all(…)` over a generator: these run
+    for every field of every input checked, and a generator costs more than the test."""
+    if len(tests) == 1:
+        return tests[0]
 
     def valid(value: Any) -> bool:
-        return all(test(value) for test in tests)
+        for test in tests:  # noqa: SIM110  # a loop: `all` over a generator costs more
+            if not test(value):
+                return False
+        return True
 
     return valid
 
@@ -59,6 +69,8 @@ def _keyword(
         return None
     if key == "type":
         kinds = [_TYPES[t] for t in ([arg] if isinstance(arg, str) else arg)]
+        if len(kinds) == 1:
+            return kinds[0]
         return lambda v: any(kind(v) for kind in kinds)
     if key == "enum":
         if not all(isinstance(e, str) for e in arg):
@@ -86,9 +98,16 @@ def _keyword(
         return lambda v: not isinstance(v, dict) or all(n in v for n in names)
     if key == "properties":
         props = {name: compile_schema(sub, formats, pattern) for name, sub in arg.items()}
-        return lambda v: (
-            not isinstance(v, dict) or all(props[k](item) for k, item in v.items() if k in props)
-        )
+
+        def properties(v: Any) -> bool:
+            if isinstance(v, dict):
+                for k, item in v.items():
+                    prop = props.get(k)
+                    if prop is not None and not prop(item):
+                        return False
+            return True
+
+        return properties
     if key == "additionalProperties":
         if arg is not False or "patternProperties" in schema:
             raise Unsupported("additionalProperties other than false")
@@ -98,7 +117,15 @@ def _keyword(
         if not isinstance(arg, Mapping) or "prefixItems" in schema:
             raise Unsupported("items other than one schema")
         each = compile_schema(arg, formats, pattern)
-        return lambda v: not isinstance(v, list) or all(each(item) for item in v)
+
+        def items(v: Any) -> bool:
+            if isinstance(v, list):
+                for item in v:
+                    if not each(item):
+                        return False
+            return True
+
+        return items
     if key == "anyOf":
         options = [compile_schema(sub, formats, pattern) for sub in arg]
         return lambda v: any(option(v) for option in options)
