@@ -34,7 +34,7 @@ from baton.live.backends import make_backend
 from baton.live.hub import STOP_SECONDS, EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.mcp.http import MCPDoor
-from baton.metrics import HTTP_REQUESTS, REGISTRY
+from baton.metrics import HTTP_REQUESTS, REGISTRY, count
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.services.webhooks import WebhookService
@@ -144,7 +144,7 @@ class Front:
 
             async def counted(message: Message) -> None:
                 if message["type"] == "http.response.start":
-                    HTTP_REQUESTS.labels(path=label, status=str(message["status"])).inc()
+                    count(HTTP_REQUESTS, label, str(message["status"]))
                 await send(message)
 
             app = self.http if path == GRAPHQL else self.rest

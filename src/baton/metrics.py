@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry()
@@ -35,3 +37,17 @@ DB_STATEMENTS = Counter(
     "SQL statements sent to PostgreSQL (each one round trip; BEGIN and COMMIT included).",
     registry=REGISTRY,
 )
+
+
+# Labelled children by (metric, label values): prometheus_client's `labels` validates, locks
+# and looks up on every call, a cost on every request; the values counted here are few.
+_CHILDREN: dict[tuple[Counter, tuple[str, ...]], Any] = {}
+
+
+def count(metric: Counter, *values: str) -> None:
+    """`metric.labels(*values).inc()`, the child looked up once per label values."""
+    key = (metric, values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*values)
+    child.inc()

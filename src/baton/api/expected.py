@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from baton.api.errors import to_error
 from baton.errors import BatonError
-from baton.metrics import MOVES
+from baton.metrics import MOVES, count
 
 T = TypeVar("T")
 
@@ -17,7 +17,7 @@ async def expected(mutation: str, call: Awaitable[T]) -> T | Any:
     try:
         outcome = await call
     except BatonError as exc:
-        MOVES.labels(mutation=mutation, outcome=exc.code).inc()
+        count(MOVES, mutation, exc.code)
         return to_error(exc)
-    MOVES.labels(mutation=mutation, outcome="ok").inc()
+    count(MOVES, mutation, "ok")
     return outcome

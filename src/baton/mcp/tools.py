@@ -29,7 +29,7 @@ from baton.api.run_mutations import LEASE_ID, describe_event
 from baton.errors import BatonError, InvalidInput, NotFound
 from baton.mcp import schemas, shapes
 from baton.mcp.schemas import JSONSchema, object_schema, seed_object
-from baton.metrics import MOVES
+from baton.metrics import MOVES, count
 from baton.protocol.handoff import HANDOFF, MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.machine import Machine
 from baton.protocol.params import camel
@@ -91,9 +91,9 @@ async def attempt(mutation: str, call: Awaitable[T]) -> T:
     try:
         outcome = await call
     except BatonError as exc:
-        MOVES.labels(mutation=mutation, outcome=exc.code).inc()
+        count(MOVES, mutation, exc.code)
         raise Refused(exc) from None
-    MOVES.labels(mutation=mutation, outcome="ok").inc()
+    count(MOVES, mutation, "ok")
     return outcome
 
 
