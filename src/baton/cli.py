@@ -326,6 +326,7 @@ def server_config(
     """How `baton serve` runs uvicorn (bench.idle_memory runs the same in its own process)."""
     import uvicorn
 
+    from baton.web.http_connection import CorkedHttpToolsProtocol
     from baton.web.ws_connection import LeanWebSocketProtocol
 
     return uvicorn.Config(
@@ -335,7 +336,7 @@ def server_config(
         # time; /metrics counts requests by path and status instead.
         access_log=access_log,
         loop=loop,
-        http="httptools",
+        http=CorkedHttpToolsProtocol,  # httptools, an answer's head and body in one send
         ws=LeanWebSocketProtocol,  # uvicorn's websockets-sansio, holding less per idle socket
         ws_max_size=settings.max_body_bytes,
         # No permessage-deflate: each compressing socket keeps zlib state for its whole life

@@ -1,0 +1,108 @@
+"""uvicorn's httptools HTTP/1.1 connection, writing an answer's head and body in one send.
+
+uvicorn writes the status line and headers as soon as the app sends `http.response.start`, and
+the body when it sends `http.response.body`: two `send()` system calls for every answer, and
+on a loopback or LAN socket each carries its bytes through the kernel's TCP path and wakes the
+reader. Here a connection's writes wait for the end of the event loop's current turn and go
+out together, so an answer sent within one turn (every GraphQL answer over HTTP) costs one
+system call. A write that waits holds its bytes for that one turn only, and a close sends what
+waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands the socket's own
+transport to the WebSocket connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+class CorkedTransport(asyncio.Transport):
+    """A transport whose writes within one turn of the event loop leave as one write."""
+
+    __slots__ = ("_loop", "_pending", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pending is None:
+            self._pending = []
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Send what waits, now."""
+        pending, self._pending = self._pending, None
+        if pending and not self.transport.is_closing():
+            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self._pending = None
+        self.transport.abort()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self.transport.can_write_eof()
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        waiting = sum(len(data) for data in self._pending or ())
+        return self.transport.get_write_buffer_size() + waiting
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.transport.set_write_buffer_limits(high, low)
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self.transport.is_reading()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.transport.get_protocol()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+
+class CorkedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools connection on a `CorkedTransport`."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)  # flow control and addresses on the socket's own
+        self.transport = CorkedTransport(transport, self.loop)
+
+    def handle_websocket_upgrade(self) -> None:
+        corked = self.transport
+        if isinstance(corked, CorkedTransport):
+            corked.flush()  # an answer before the upgrade leaves before the handshake's
+            self.transport = corked.transport
+        super().handle_websocket_upgrade()
