@@ -34,7 +34,7 @@ from graphql import (
     SelectionSetNode,
     execute,
 )
-from graphql.execution.values import VariableValues, get_variable_values
+from graphql.execution.values import VariableValues
 from strawberry.schema.schema import Schema
 
 from baton.budget import request_budget
@@ -46,6 +46,7 @@ from baton.engine.fields import collect, directive_variables
 from baton.engine.limits import Limits
 from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
 from baton.engine.sharing import SharedOutcomes, share_key
+from baton.engine.variables import Coercer
 from baton.storable import unstorable
 
 log = logging.getLogger("baton.engine")
@@ -145,13 +146,18 @@ class Engine:
         operation = prepared.operation(request.operation_name)
         if isinstance(operation, GraphQLError):
             return refused(operation)
-        coerce = partial(
-            get_variable_values,
-            self.schema._schema,
-            operation.variable_definitions or (),
-            request.variables or {},
-            max_errors=MAX_VARIABLE_ERRORS,
-        )
+        coercer_key = ("variables coercer", operation.name.value if operation.name else None)
+        coercer = prepared.cache.get(coercer_key)
+        if coercer is None:
+            coercer = prepared.remember(
+                coercer_key,
+                Coercer(
+                    self.schema._schema,
+                    operation.variable_definitions or (),
+                    max_errors=MAX_VARIABLE_ERRORS,
+                ),
+            )
+        coerce = partial(coercer, request.variables or {})
         # graphql-core coerces a value in some 20 µs: many are coerced off the event loop.
         coerced = await self.documents.off_loop(coerce) if values > INLINE_VALUES else coerce()
         if isinstance(coerced, list):
