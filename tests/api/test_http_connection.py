@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import uvicorn
 
-from baton.web.http_connection import CorkedHttpToolsProtocol, CorkedTransport
+from baton.web.http_connection import MAX_WAITING, CorkedHttpToolsProtocol, CorkedTransport
 
 
 class Recorder(asyncio.Transport):
@@ -48,6 +48,17 @@ async def test_writes_in_one_turn_leave_together() -> None:
     corked.write(b"next")
     await asyncio.sleep(0)
     assert real.writes[1:] == [b"next"]
+
+
+async def test_a_large_write_leaves_at_once() -> None:
+    real = Recorder()
+    corked = CorkedTransport(real, asyncio.get_running_loop())
+    corked.write(b"head")
+    corked.write(b"x" * MAX_WAITING)
+    assert real.writes == [b"head" + b"x" * MAX_WAITING]
+    assert corked.get_write_buffer_size() == 0
+    await asyncio.sleep(0)
+    assert len(real.writes) == 1
 
 
 async def test_close_sends_what_waits_and_abort_drops_it() -> None:

@@ -5,9 +5,9 @@ the body when it sends `http.response.body`: two `send()` system calls for every
 on a loopback or LAN socket each carries its bytes through the kernel's TCP path and wakes the
 reader. Here a connection's writes wait for the end of the event loop's current turn and go
 out together, so an answer sent within one turn (every GraphQL answer over HTTP) costs one
-system call. A write that waits holds its bytes for that one turn only, and a close sends what
-waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands the socket's own
-transport to the WebSocket connection.
+system call. A write that waits holds its bytes for that one turn only (64 KiB at most), and a
+close sends what waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands
+the socket's own transport to the WebSocket connection.
 """
 
 from __future__ import annotations
@@ -18,23 +18,34 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+# Bytes that may wait for the end of a turn: past this a write leaves at once, so an app that
+# writes a large body without yielding fills the socket's buffer (and meets uvicorn's flow
+# control) as it did before, not this one.
+MAX_WAITING = 64 * 1024
+
 
 class CorkedTransport(asyncio.Transport):
     """A transport whose writes within one turn of the event loop leave as one write."""
 
-    __slots__ = ("_loop", "_pending", "transport")
+    __slots__ = ("_loop", "_pending", "_waiting", "transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self.transport = transport
         self._loop = loop
         self._pending: list[bytes] | None = None
+        self._waiting = 0  # bytes in `_pending`
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._pending is None:
             self._pending = []
+            self._waiting = 0
             self._loop.call_soon(self.flush)
-        self._pending.append(bytes(data))
+        chunk = bytes(data)
+        self._pending.append(chunk)
+        self._waiting += len(chunk)
+        if self._waiting > MAX_WAITING:
+            self.flush()  # the socket's own buffer, and uvicorn's flow control, take it now
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
@@ -42,7 +53,7 @@ class CorkedTransport(asyncio.Transport):
 
     def flush(self) -> None:
         """Send what waits, now."""
-        pending, self._pending = self._pending, None
+        pending, self._pending, self._waiting = self._pending, None, 0
         if pending and not self.transport.is_closing():
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
@@ -65,8 +76,7 @@ class CorkedTransport(asyncio.Transport):
         return self.transport.is_closing()
 
     def get_write_buffer_size(self) -> int:
-        waiting = sum(len(data) for data in self._pending or ())
-        return self.transport.get_write_buffer_size() + waiting
+        return self.transport.get_write_buffer_size() + self._waiting
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self.transport.get_write_buffer_limits()
