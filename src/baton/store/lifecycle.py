@@ -71,6 +71,8 @@ class Layout:
     copies: tuple[str, ...]  # row columns the log keeps as they were after the change
     extras: tuple[str, ...]  # the log's own columns, given per change (a reason, details)
     lock: int  # the class of the subjects' advisory locks (the subject's hash is the key)
+    # What a change returns of the row after it (`changed`), beside the event's columns.
+    row_returned: str = "changed.*"
 
     def subject_lock(self, key: str, *, wait: bool = True) -> str:
         """SQL that takes the subject `key`'s (an SQL expression) transaction-level lock and
@@ -179,7 +181,7 @@ def appending(
         FROM changed c
         RETURNING {layout.returned}
     )
-    SELECT event.*, changed.* FROM event, changed
+    SELECT event.*, {layout.row_returned} FROM event, changed
     """
 
 

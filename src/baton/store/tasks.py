@@ -38,6 +38,14 @@ from baton.store.sql import Params
 # `baton.store.lifecycle`). Event appends share no lock.
 EVENT_APPEND_LOCK = 7412002
 
+# The columns a `TaskRecord` is made of, and no others: a row's `depends_on` array, owners and
+# deliverable type (kept for the indexes) would be decoded for nothing.
+RECORD_COLUMNS = (
+    "id, project, state, waiting_on, requester, assignee, packet, result, latest_checkpoint, "
+    "verification, version, input_digest, created_at, updated_at"
+)
+
+
 TASKS = Layout(
     machine=HANDOFF,
     table="tasks",
@@ -50,15 +58,14 @@ TASKS = Layout(
     copies=("waiting_on", "result", "latest_checkpoint"),
     extras=("reason",),
     lock=EVENT_APPEND_LOCK,
+    # The record's columns, JSON as text (`TaskRecord.from_text_row`): a move's answer rarely
+    # reads the packet, and asyncpg decoded it (and the checkpoint, the result) for every move.
+    row_returned=", ".join(
+        f"changed.{c}::text AS {c}_text" if c in LAZY_JSON else f"changed.{c}"
+        for c in RECORD_COLUMNS.split(", ")
+    ),
 )
 check_event_record(TASKS, EventRecord, "task")
-
-# The columns a `TaskRecord` is made of, and no others: a row's `depends_on` array, owners and
-# deliverable type (kept for the indexes) would be decoded for nothing.
-RECORD_COLUMNS = (
-    "id, project, state, waiting_on, requester, assignee, packet, result, latest_checkpoint, "
-    "verification, version, input_digest, created_at, updated_at"
-)
 
 
 @dataclass(frozen=True)
@@ -387,7 +394,7 @@ async def change(
         extras={"reason": p(reason)},
     )
     row = await conn.fetchrow(sql, *p.values)
-    return EventRecord.from_row(row) if row is not None else None
+    return EventRecord.from_row(row, text=True) if row is not None else None
 
 
 def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
