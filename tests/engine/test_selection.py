@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from graphql import FieldNode, FragmentDefinitionNode, OperationDefinitionNode, parse
 
-from baton.engine.selection import Selection, selected
+from baton.engine.selection import Selection, selection_of
 
 DOCUMENT = """
 query($skip: Boolean!) {
@@ -63,8 +63,6 @@ def test_outside_the_engine_a_resolver_is_told_nothing() -> None:
     class StrawberryInfo:  # graphql-core's executor hands Strawberry's Info, no `selection`
         selected_fields = ()
 
-    assert selected(StrawberryInfo(), "edges") is None
-    assert selected(type("Ours", (), {"selection": _selection()})(), "edges") == {
-        "node",
-        "cursor",
-    }
+    assert selection_of(StrawberryInfo()) is None
+    ours = selection_of(type("Ours", (), {"selection": _selection()})())
+    assert ours is not None and ours.names("edges") == {"node", "cursor"}

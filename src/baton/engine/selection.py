@@ -5,7 +5,7 @@ JSON. `Selection.names(*path)` are the field names the document selects at `path
 field (each step a field name), through aliases, named and inline fragments of any type
 condition, with `@skip`/`@include` taken as included: a superset of what any execution of the
 document answers. A resolver that leaves out what no name asks for therefore never misses a
-field it is asked. Resolvers get it from Baton's engine (`selected`, or a batch resolver's
+field it is asked. Resolvers get it from Baton's engine (`selection_of(info)`, or a batch resolver's
 `selection` parameter); under graphql-core's executor they get nothing and read everything.
 """
 
@@ -81,10 +81,3 @@ def selection_of(info: Any) -> Selection | None:
     then it should read everything."""
     selection = getattr(info, "selection", None)
     return selection if isinstance(selection, Selection) else None
-
-
-def selected(info: Any, *path: str) -> frozenset[str] | None:
-    """The names `info`'s field selects at `path` (see `Selection`), or None outside Baton's
-    engine (see `selection_of`)."""
-    selection = selection_of(info)
-    return None if selection is None else selection.names(*path)
