@@ -51,6 +51,10 @@ QUERIES: list[tuple[str, dict[str, Any] | None]] = [
     # lists: holes, a null in a non-null list, nested lists, batches with one failing parent
     ("{ item { holes { name must } strict { name } matrix } }", None),
     ("{ item { holes { name } matrix } }", None),
+    # errors in lists that follow empty ones, at every parent of a level (which list an item is
+    # in is looked up only for its error's path)
+    ("{ items(first: 3) { children(first: 0) { name } strict { name } holes { must } } }", None),
+    ("{ items(first: 4) { matrix strict { must } children(first: 0) { must } } }", None),
     ("{ items { name label } }", None),
     ("{ items(first: 14) { label } }", None),
     ('{ items(first: 14) { number x: label(prefix: "n") } }', None),
