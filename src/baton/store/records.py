@@ -199,7 +199,7 @@ class TaskRecord:
         """From a row without the JSON columns, for a reader that answers none of them (see
         `baton.store.tasks.TaskReads`): reading one is a fault, raised as `Unread`."""
         fields = _task_scalars(row)
-        fields["_json"] = None
+        fields["_json"] = _NO_JSON
         return _made(cls, fields)
 
     @staticmethod
@@ -256,7 +256,7 @@ def _partial_reader(columns: frozenset[str], packet: bool) -> Callable[[Row], Ta
         fields = {column: row[column] for column in plain}
         for column, convert in converted:
             fields[column] = convert(row[column])
-        fields["_json"] = (row["packet_text"], UNREAD, UNREAD) if packet else None
+        fields["_json"] = (row["packet_text"], UNREAD, UNREAD) if packet else _NO_JSON
         return _made(TaskRecord, fields)
 
     return read
@@ -264,6 +264,7 @@ def _partial_reader(columns: frozenset[str], packet: bool) -> Callable[[Row], Ta
 
 # In a record's `_json`: a JSON column its read left out (see `_Decoded`).
 UNREAD = object()
+_NO_JSON = (UNREAD, UNREAD, UNREAD)
 
 
 class _Decoded:
@@ -280,10 +281,7 @@ class _Decoded:
     def __get__(self, record: Any, owner: type | None = None) -> Any:
         if record is None:
             raise AttributeError(self.name)  # on the class, as a field without a default
-        texts = record.__dict__["_json"]
-        if texts is None:
-            raise Unread(f"task {record.id}: {self.name} was not read")
-        text = texts[self.index]
+        text = record.__dict__["_json"][self.index]
         if text is UNREAD:
             raise Unread(f"task {record.id}: {self.name} was not read")
         value = None if text is None else orjson.loads(text)

@@ -46,28 +46,6 @@ RECORD_COLUMNS = (
 )
 
 
-TASKS = Layout(
-    machine=HANDOFF,
-    table="tasks",
-    events="task_events",
-    subject="task_id",
-    columns=("state", "waiting_on"),
-    name="move",
-    before="from_state",
-    after="to_state",
-    copies=("waiting_on", "result", "latest_checkpoint"),
-    extras=("reason",),
-    lock=EVENT_APPEND_LOCK,
-    # The record's columns, JSON as text (`TaskRecord.from_text_row`): a move's answer rarely
-    # reads the packet, and asyncpg decoded it (and the checkpoint, the result) for every move.
-    row_returned=", ".join(
-        f"changed.{c}::text AS {c}_text" if c in LAZY_JSON else f"changed.{c}"
-        for c in RECORD_COLUMNS.split(", ")
-    ),
-)
-check_event_record(TASKS, EventRecord, "task")
-
-
 @dataclass(frozen=True)
 class TaskReads:
     """What a read of tasks takes: the JSON columns (packet, result, checkpoint: most of a
@@ -83,17 +61,16 @@ class TaskReads:
     # those; the result and checkpoint stay unread), or None for no packet at all.
     packet_keys: frozenset[str] | None = None
 
+    def scalar_columns(self) -> frozenset[str]:
+        """The scalar columns this read takes."""
+        if self.json or self.scalars is None:
+            return SCALAR_COLUMNS
+        return self.scalars | _KEYS
+
     def columns(self) -> tuple[str, ...]:
         """The record's columns this read takes, in `RECORD_COLUMNS` order."""
-        return tuple(
-            c
-            for c in RECORD_COLUMNS.split(", ")
-            if (c in LAZY_JSON and self.json)
-            or (
-                c not in LAZY_JSON
-                and (self.json or self.scalars is None or c in self.scalars or c in _KEYS)
-            )
-        )
+        scalars = self.scalar_columns()
+        return tuple(c for c in _RECORD if (c in LAZY_JSON and self.json) or c in scalars)
 
     def full(self) -> TaskReads:
         """This read with every scalar column (and all of the JSON if it takes any)."""
@@ -102,8 +79,9 @@ class TaskReads:
 
 ALL = TaskReads()
 SCALARS = TaskReads(json=False)
-_KEYS = ("id", "updated_at")
-SCALAR_COLUMNS = frozenset(c for c in RECORD_COLUMNS.split(", ") if c not in LAZY_JSON)
+_RECORD = tuple(RECORD_COLUMNS.split(", "))
+_KEYS = frozenset({"id", "updated_at"})
+SCALAR_COLUMNS = frozenset(c for c in _RECORD if c not in LAZY_JSON)
 
 
 def _columns(table: str, reads: TaskReads = ALL) -> str:
@@ -121,6 +99,25 @@ def _columns(table: str, reads: TaskReads = ALL) -> str:
     return ", ".join(columns)
 
 
+TASKS = Layout(
+    machine=HANDOFF,
+    table="tasks",
+    events="task_events",
+    subject="task_id",
+    columns=("state", "waiting_on"),
+    name="move",
+    before="from_state",
+    after="to_state",
+    copies=("waiting_on", "result", "latest_checkpoint"),
+    extras=("reason",),
+    lock=EVENT_APPEND_LOCK,
+    # The record's columns, JSON as text (`TaskRecord.from_text_row`): a move's answer rarely
+    # reads the packet, and asyncpg decoded it (and the checkpoint, the result) for every move.
+    row_returned=_columns("changed"),
+)
+check_event_record(TASKS, EventRecord, "task")
+
+
 def _records(rows: Sequence[Any], reads: TaskReads = ALL) -> list[TaskRecord]:
     """Records of rows read with `_columns(…, reads)`. Their JSON came as text, which the
     connection's decoder did not meter: it is spent from the request's budget here, as it
@@ -134,8 +131,7 @@ def _records(rows: Sequence[Any], reads: TaskReads = ALL) -> list[TaskRecord]:
         packet = reads.packet_keys is not None
         if packet:
             _spend_text(rows, ("packet_text",))
-        scalars = SCALAR_COLUMNS if reads.scalars is None else reads.scalars | set(_KEYS)
-        read = TaskRecord.reader_of(frozenset(scalars), packet=packet)
+        read = TaskRecord.reader_of(reads.scalar_columns(), packet=packet)
         records = [read(r) for r in rows]
     if reads.depends_on:
         for row, record in zip(rows, records, strict=True):
