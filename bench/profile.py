@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -30,6 +31,7 @@ import orjson
 from baton.access.principals import Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.schema import schema
+from baton.cli import SERVER_GC_THRESHOLDS
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
 from baton.services.runs import RunService
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--dump", help="with --profile: also write the raw stats to DUMP.<workload>")
     args: Any = p.parse_args(argv)
+    gc.set_threshold(*SERVER_GC_THRESHOLDS)  # as `baton serve` runs: collections are part of it
     asyncio.run(run(args))
     return 0
 
