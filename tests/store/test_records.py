@@ -176,3 +176,42 @@ async def test_a_read_of_some_packet_keys_answers_those_and_refuses_the_rest(
     for name in ("result", "latest_checkpoint", "assignee", "version", "created_at"):
         with pytest.raises(Unread):
             getattr(listed, name)
+
+
+async def test_a_read_of_some_scalars_takes_updated_at_only_where_it_lists_by_it(
+    db: Database, world: World
+) -> None:
+    """Reads that select neither `updated_at` nor the JSON leave the timestamp out (decoding
+    it was a fifth of a graph listing's cost) and refuse it when read; a page of a listing,
+    ordered and cursored by it, always reads it."""
+    task = await world.task_in(TaskState.working)
+    owner = world.roles["requester_owner"]
+    reads = tasks.TaskReads(json=False, scalars=frozenset({"state"}))
+    async with db.connection() as conn:
+        whole = await tasks.load(conn, task.id)
+        [by_id] = await tasks.visible_by_ids(conn, owner, [task.id], reads)
+        query = tasks.TaskQuery(projects=[world.project])
+        [listed], _ = await tasks.page(conn, owner, query, 10, None, reads)
+    assert whole is not None
+    assert (by_id.id, by_id.state) == (listed.id, listed.state) == (whole.id, whole.state)
+    with pytest.raises(Unread):
+        _ = by_id.updated_at
+    assert listed.updated_at == whole.updated_at
+    assert tasks.encode_cursor(listed) == tasks.encode_cursor(whole)
+
+
+async def test_a_page_of_events_reads_the_row_past_it_only_when_asked_whether_more_follow(
+    db: Database, world: World
+) -> None:
+    """Without `peek`, a page of events reads `first` rows per task and says no more follow;
+    with it (the default), one more, which answers that more do."""
+    task = await world.task_in(TaskState.working)
+    async with db.connection() as conn:
+        [(peeked, more)] = (await tasks.events_of_many(conn, [task.id], 1, None)).values()
+        [(blind, unknown)] = (
+            await tasks.events_of_many(conn, [task.id], 1, None, None, peek=False)
+        ).values()
+        [(everything, _)] = (await tasks.events_of_many(conn, [task.id], 50, None)).values()
+    assert len(everything) > 1
+    assert [e.id for e in peeked] == [e.id for e in blind] == [everything[0].id]
+    assert more is True and unknown is False

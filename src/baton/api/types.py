@@ -252,7 +252,10 @@ async def events_of(
     check_page_size(first)
     after_id = parse_event_cursor(after) if after is not None else None
     ids = [p.record.id for p in parents]
-    pages = await context.service.events_of_many(ids, first, after_id, event_reads(selection))
+    # Whether more follow a page is read only for its page info.
+    peek = selection is None or "pageInfo" in selection.names()
+    reads = event_reads(selection)
+    pages = await context.service.events_of_many(ids, first, after_id, reads, peek=peek)
     return [
         TASK_TYPES.events_page(*pages[p.record.id], has_previous=after is not None) for p in parents
     ]

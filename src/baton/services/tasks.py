@@ -155,11 +155,14 @@ class TaskReader:
         first: int,
         after: int | None,
         reads: store.TaskReads | None = store.ALL,
+        *,
+        peek: bool = True,
     ) -> dict[str, tuple[list[EventRecord], bool]]:
         """Pages of each task's events; `reads` says what to read of the task at each event
-        (None: nothing, the records' `task` is not read)."""
+        (None: nothing, the records' `task` is not read), `peek` whether to find out if more
+        follow each page."""
         async with self.db.connection() as conn:
-            return await store.events_of_many(conn, task_ids, first, after, reads)
+            return await store.events_of_many(conn, task_ids, first, after, reads, peek=peek)
 
 
 class TaskService(TaskReader):

@@ -11,7 +11,7 @@ import base64
 import binascii
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -50,9 +50,8 @@ RECORD_COLUMNS = (
 class TaskReads:
     """What a read of tasks takes: the JSON columns (packet, result, checkpoint: most of a
     row's bytes) or not, the `depends_on` array or not, and, when the JSON is left out, which
-    scalar columns (None: all; `id` and `updated_at` always, rows are keyed and listed by
-    them). A reader that answers no JSON field leaves the JSON out
-    (`TaskRecord.from_scalar_row`, `TaskRecord.reader_of`)."""
+    scalar columns (None: all; `id` always, rows are keyed by it). A reader that answers no
+    JSON field leaves the JSON out (`TaskRecord.from_scalar_row`, `TaskRecord.reader_of`)."""
 
     json: bool = True
     depends_on: bool = False
@@ -72,6 +71,12 @@ class TaskReads:
         scalars = self.scalar_columns()
         return tuple(c for c in _RECORD if (c in LAZY_JSON and self.json) or c in scalars)
 
+    def taking(self, *columns: str) -> TaskReads:
+        """This read, taking the scalar `columns` too."""
+        if self.scalars is None:
+            return self
+        return replace(self, scalars=self.scalars | frozenset(columns))
+
     def full(self) -> TaskReads:
         """This read with every scalar column (and all of the JSON if it takes any)."""
         return TaskReads(self.json or self.packet_keys is not None, self.depends_on)
@@ -80,7 +85,7 @@ class TaskReads:
 ALL = TaskReads()
 SCALARS = TaskReads(json=False)
 _RECORD = tuple(RECORD_COLUMNS.split(", "))
-_KEYS = frozenset({"id", "updated_at"})
+_KEYS = frozenset({"id"})
 SCALAR_COLUMNS = frozenset(c for c in _RECORD if c not in LAZY_JSON)
 
 
@@ -541,6 +546,7 @@ async def page(
 
     Each side of what the caller may see is its own ordered, limited scan (an owner's
     requester side and assignee side each have an index that keeps the order), merged."""
+    reads = reads.taking("updated_at")  # the order, and the cursors
     p = Params()
     filters = query.conditions(p)
     if after is not None:
@@ -675,10 +681,12 @@ async def events_of_many(
     first: int,
     after: int | None,
     reads: TaskReads | None = ALL,
+    *,
+    peek: bool = True,
 ) -> dict[str, tuple[list[EventRecord], bool]]:
     """For each task, its events after `after`, oldest first, `first` at most; and whether
-    more follow, each with the task as `reads` takes it (None: not at all, the records' `task`
-    is not read). One query, whatever the number of tasks."""
+    more follow (only with `peek`), each with the task as `reads` takes it (None: not at all,
+    the records' `task` is not read). One query, whatever the number of tasks."""
     sql, parse = _events_of_many(reads)
     loaded = _spend_text if reads is not None and reads.json else None
-    return await event_pages(conn, sql, task_ids, first, after, parse, loaded)
+    return await event_pages(conn, sql, task_ids, first, after, parse, loaded, peek=peek)
