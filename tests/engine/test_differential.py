@@ -120,6 +120,10 @@ DOCUMENTS = [
     """{ tasks(filter: {states: [waiting, working], deliverableTypes: [doc]}) {
          edges { node { id state waitingOn } } } }""",
     """{ task(id: "no-such-task") { id } }""",
+    # A listing's cursors need `updatedAt`, which a page read for its nodes alone leaves out.
+    """{ tasks(first: 3) { ... on TaskConnection { pageInfo { endCursor } }
+         edges { node { id } } } }""",
+    """{ tasks(first: 3) { edges { c: cursor node { state } } } }""",
     # (arguments out of bounds are refused before execution: tests/api/test_executor_hardening)
 ]
 

@@ -23,7 +23,7 @@ import strawberry
 
 from baton.api.pages import PageInfo
 from baton.store.lifecycle import Layout
-from baton.store.tasks import encode_cursor
+from baton.store.tasks import Listed, encode_cursor
 
 N = TypeVar("N")
 R = TypeVar("R")
@@ -67,13 +67,14 @@ class Edge(Generic[N]):
 
 class Connection(Generic[N]):
     edges: list[Edge[N]]
-    page_info: PageInfo
 
     def __init__(
         self,
         *,
         edges: list[Edge[N]],
-        page_info: PageInfo,
+        rows: Sequence[Listed],
+        more: bool,
+        after: str | None,
         count_total: Callable[[], Awaitable[int]],
     ) -> None: ...
 
@@ -178,12 +179,19 @@ def _connection(schema: LifecycleSchema, edge: type) -> type:
     async def total_count(self: Any) -> int:
         return int(await self.count_total())
 
+    def page_info(self: Any) -> PageInfo:
+        # Made when asked for: a page read for its nodes alone need not read `updatedAt`.
+        return PageInfo.of_listing(self.rows, self.more, after=self.after)
+
     namespace = {
         "__annotations__": {
             "edges": types.GenericAlias(list, (edge,)),  # `list[edge]`, of a class made here
-            "page_info": PageInfo,
+            "rows": PRIVATE,
+            "more": PRIVATE,
+            "after": PRIVATE,
             "count_total": PRIVATE,
         },
+        "page_info": strawberry.field(resolver=page_info),
         "total_count": strawberry.field(
             resolver=total_count,
             description=f"How many {schema.nouns} match the filter, across all pages.",

@@ -10,7 +10,7 @@ from strawberry.types import Info
 from baton.api.context import Context
 from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
-from baton.api.pages import MAX_PAGE, PageInfo, check_page_size
+from baton.api.pages import MAX_PAGE, check_page_size
 from baton.api.protocol import Protocol
 from baton.api.runs import Run, RunConnection, RunEdge
 from baton.api.types import (
@@ -149,11 +149,20 @@ class Query:
     ) -> TaskConnection:
         check_page_size(first)
         service, principal, query = info.context.service, info.context.principal, _query(filter)
-        reads = task_reads(selection_of(info), "edges", "node")
+        selection = selection_of(info)
+        reads = task_reads(selection, "edges", "node")
+        if (
+            selection is None
+            or "pageInfo" in selection.names()
+            or "cursor" in selection.names("edges")
+        ):
+            reads = reads.taking("updated_at")  # the cursors are made of it
         rows, more = await service.page(principal, query, first, after, reads)
         return TaskConnection(
             edges=[TaskEdge(node=Task(record=t)) for t in rows],
-            page_info=PageInfo.of_listing(rows, more, after=after),
+            rows=rows,
+            more=more,
+            after=after,
             count_total=lambda: service.count(principal, query),
         )
 
@@ -226,7 +235,9 @@ class Query:
         rows, more = await runs.page(principal, query, first, after)
         return RunConnection(
             edges=[RunEdge(node=Run(record=r)) for r in rows],
-            page_info=PageInfo.of_listing(rows, more, after=after),
+            rows=rows,
+            more=more,
+            after=after,
             count_total=lambda: runs.count(principal, query),
         )
 

@@ -89,19 +89,34 @@ _KEYS = frozenset({"id"})
 SCALAR_COLUMNS = frozenset(c for c in _RECORD if c not in LAZY_JSON)
 
 
-def _columns(table: str, reads: TaskReads = ALL) -> str:
-    """The columns of `table` that `reads` takes, JSON as text (for
-    `TaskRecord.from_text_row`)."""
-    columns = [
-        f"{table}.{c}::text AS {c}_text" if c in LAZY_JSON else f"{table}.{c}"
+def _selected(table: str, reads: TaskReads) -> list[tuple[str, str]]:
+    """Each column `reads` takes: its expression over `table` and its name in the row."""
+    selected = [
+        (f"{table}.{c}::text", f"{c}_text") if c in LAZY_JSON else (f"{table}.{c}", c)
         for c in reads.columns()
     ]
     if reads.depends_on:
-        columns.append(f"{table}.depends_on")
+        selected.append((f"{table}.depends_on", "depends_on"))
     if not reads.json and reads.packet_keys is not None:
         pairs = ", ".join(f"'{key}', {table}.packet->'{key}'" for key in sorted(reads.packet_keys))
-        columns.append(f"jsonb_build_object({pairs})::text AS packet_text")
-    return ", ".join(columns)
+        selected.append((f"jsonb_build_object({pairs})::text", "packet_text"))
+    return selected
+
+
+@functools.cache
+def _columns(table: str, reads: TaskReads = ALL) -> str:
+    """The columns of `table` that `reads` takes, JSON as text (for
+    `TaskRecord.from_text_row`)."""
+    return ", ".join(
+        expression if expression == f"{table}.{name}" else f"{expression} AS {name}"
+        for expression, name in _selected(table, reads)
+    )
+
+
+@functools.cache
+def _names(reads: TaskReads) -> str:
+    """The names of the columns `_columns(…, reads)` gives."""
+    return ", ".join(name for _, name in _selected("t", reads))
 
 
 TASKS = Layout(
@@ -546,20 +561,20 @@ async def page(
 
     Each side of what the caller may see is its own ordered, limited scan (an owner's
     requester side and assignee side each have an index that keeps the order), merged."""
-    reads = reads.taking("updated_at")  # the order, and the cursors
     p = Params()
     filters = query.conditions(p)
     if after is not None:
         when, task_id = decode_cursor(after)
         filters.append(f"(t.updated_at, t.id) < ({p(when)}, {p(task_id)})")
     limit = p(first + 1)
+    ordered = reads.taking("updated_at")  # each branch gives what the merge orders by
     branches = [
-        f"(SELECT {_columns('t', reads)} FROM tasks t WHERE {' AND '.join([side, *filters])}"
+        f"(SELECT {_columns('t', ordered)} FROM tasks t WHERE {' AND '.join([side, *filters])}"
         f" {_NEWEST}"
         f" LIMIT {limit})"
         for side in _sides(principal, p)
     ]
-    sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
+    sql = f"SELECT {_names(reads)} FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
     rows = _records(await conn.fetch(sql, *p.values), reads)
     return rows[:first], len(rows) > first
 
