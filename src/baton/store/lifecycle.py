@@ -22,7 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from baton.protocol.machine import Machine, Position
-from baton.store.sql import Params
+from baton.store.sql import Params, text_array
 
 if TYPE_CHECKING:
     from baton.store.db import Connection
@@ -42,14 +42,16 @@ async def event_pages(
     peek: bool = True,
 ) -> dict[str, tuple[list[R], bool]]:
     """For each subject, its events after `after`, oldest first, `first` at most; and whether
-    more follow. One query (`sql`: ids, after, limit; rows carry the subject's `id`), whatever
-    the number of subjects. Each subject's row past its page only says that more follow and
-    is not parsed; `loaded` is told of every row read (to spend what it holds). Without
-    `peek` that row is not read and "more follow" is always False: for a caller that does not
-    answer it."""
+    more follow. One query (`sql`: ids as a `text_array`, after, limit; rows carry the
+    subject's `id`), whatever the number of subjects. Each subject's row past its page only
+    says that more follow and is not parsed; `loaded` is told of every row read (to spend
+    what it holds). Without `peek` that row is not read and "more follow" is always False:
+    for a caller that does not answer it."""
     pages: dict[str, list[Mapping[str, Any]]] = {subject: [] for subject in subject_ids}
     if pages:
-        rows = await conn.fetch(sql, list(pages), after or 0, first + 1 if peek else first)
+        rows = await conn.fetch(
+            sql, text_array(list(pages)), after or 0, first + 1 if peek else first
+        )
         if loaded is not None:
             loaded(rows)
         for row in rows:

@@ -466,7 +466,7 @@ async def of_tasks(
 _EVENTS_OF_MANY = f"""
 SELECT {_RUN_AT_EVENT}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
     e.event_details
-FROM unnest($1::text[]) AS wanted(id)
+FROM unnest($1::text::text[]) AS wanted(id)
 CROSS JOIN LATERAL (
     SELECT {RUNS.returned}, run_id, to_status, phase, checkpoint, questions, answers,
         pull_request_url, failure_reason, version, at

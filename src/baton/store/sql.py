@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -15,3 +16,16 @@ class Params:
     def __call__(self, value: Any) -> str:
         self.values.append(value)
         return f"${self.start + len(self.values)}"
+
+    def texts(self, values: Sequence[str]) -> str:
+        """A `text[]` of `values`: sent as one array literal, which costs a fraction of what
+        asyncpg spends encoding a list (two `abc` checks for every element)."""
+        return f"{self(text_array(values))}::text::text[]"
+
+
+def text_array(values: Sequence[str]) -> str:
+    """PostgreSQL's literal of the text array of `values`, every element quoted."""
+    joined = '","'.join(values)
+    if "\\" in joined or joined.count('"') != 2 * (len(values) - 1):  # a quote of its own
+        joined = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in values)
+    return f'{{"{joined}"}}' if values else "{}"

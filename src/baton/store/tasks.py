@@ -593,9 +593,9 @@ async def visible_by_ids(
     conn: Connection, principal: Principal, ids: Sequence[str], reads: TaskReads = ALL
 ) -> list[TaskRecord]:
     p = Params()
-    wanted = p(list(ids))
+    wanted = p.texts(ids)
     sql = (
-        f"SELECT {_columns('t', reads)} FROM tasks t WHERE t.id = ANY({wanted}::text[])"
+        f"SELECT {_columns('t', reads)} FROM tasks t WHERE t.id = ANY({wanted})"
         f" AND ({visible_sql(principal, p)})"
     )
     return _records(await conn.fetch(sql, *p.values), reads)
@@ -607,7 +607,7 @@ async def dependents_of(
     """Visible tasks whose packet depends on any of `ids`, `limit` at most, by id."""
     p = Params()
     sql = (
-        f"SELECT {_columns('t')} FROM tasks t WHERE t.depends_on && {p(list(ids))}::text[]"
+        f"SELECT {_columns('t')} FROM tasks t WHERE t.depends_on && {p.texts(ids)}"
         f" AND ({visible_sql(principal, p)}) ORDER BY t.id LIMIT {p(limit)}"
     )
     return _records(await conn.fetch(sql, *p.values))
@@ -619,12 +619,12 @@ async def dependents_per_task(
     """For each of `ids`, the first `first` visible tasks (by id) that depend on it."""
     found: dict[str, list[TaskRecord]] = {i: [] for i in ids}
     p = Params()
-    wanted = p(list(found))  # each id once, however often it was asked for
+    wanted = p.texts(list(found))  # each id once, however often it was asked for
     # `OFFSET 0` keeps the visibility test out of the index scan: the dependents of one id are
     # few and found by the GIN index alone, while ANDing them with an owner's index bitmap
     # (thousands of rows) cost PostgreSQL a millisecond per id.
     sql = f"""
-    SELECT w.id AS dependency, d.* FROM unnest({wanted}::text[]) AS w(id)
+    SELECT w.id AS dependency, d.* FROM unnest({wanted}) AS w(id)
     CROSS JOIN LATERAL (
         SELECT {_columns("t", reads)}
         FROM (SELECT * FROM tasks WHERE depends_on @> ARRAY[w.id] OFFSET 0) AS t
@@ -668,7 +668,7 @@ def _events_of_many(reads: TaskReads | None) -> tuple[str, Callable[[Any], Event
     sql = f"""
     SELECT {task}, e.event_id, e.event_kind, e.event_name, e.event_from, e.event_actor,
         e.event_reason
-    FROM unnest($1::text[]) AS wanted(id)
+    FROM unnest($1::text::text[]) AS wanted(id)
     CROSS JOIN LATERAL (
         SELECT {TASKS.returned}, task_id, to_state, waiting_on, result, latest_checkpoint,
             version, at
