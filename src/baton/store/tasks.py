@@ -114,9 +114,15 @@ def _columns(table: str, reads: TaskReads = ALL) -> str:
 
 
 @functools.cache
-def _names(reads: TaskReads) -> str:
-    """The names of the columns `_columns(…, reads)` gives."""
-    return ", ".join(name for _, name in _selected("t", reads))
+def _sources(table: str, reads: TaskReads) -> str:
+    """The columns of `table` that `_columns(…, reads)` reads, as they are stored: what a
+    subquery passes on for an outer query to select from with `_columns`."""
+    sources = list(reads.columns())
+    if reads.depends_on:
+        sources.append("depends_on")
+    if not reads.json and reads.packet_keys is not None:
+        sources.append("packet")
+    return ", ".join(f"{table}.{c}" for c in sources)
 
 
 TASKS = Layout(
@@ -567,14 +573,19 @@ async def page(
         when, task_id = decode_cursor(after)
         filters.append(f"(t.updated_at, t.id) < ({p(when)}, {p(task_id)})")
     limit = p(first + 1)
-    ordered = reads.taking("updated_at")  # each branch gives what the merge orders by
+    # Each branch passes on the stored columns (and what the merge orders by); the page's
+    # JSON is made as text only for the rows that are kept, not for every row a branch
+    # scanned and sorted.
+    inner = _sources("t", reads.taking("updated_at"))
     branches = [
-        f"(SELECT {_columns('t', ordered)} FROM tasks t WHERE {' AND '.join([side, *filters])}"
-        f" {_NEWEST}"
+        f"(SELECT {inner} FROM tasks t WHERE {' AND '.join([side, *filters])} {_NEWEST}"
         f" LIMIT {limit})"
         for side in _sides(principal, p)
     ]
-    sql = f"SELECT {_names(reads)} FROM ({' UNION ALL '.join(branches)}) v {_NEWEST} LIMIT {limit}"
+    sql = (
+        f"SELECT {_columns('v', reads)} FROM ({' UNION ALL '.join(branches)}) v {_NEWEST}"
+        f" LIMIT {limit}"
+    )
     rows = _records(await conn.fetch(sql, *p.values), reads)
     return rows[:first], len(rows) > first
 
