@@ -89,17 +89,18 @@ _KEYS = frozenset({"id"})
 SCALAR_COLUMNS = frozenset(c for c in _RECORD if c not in LAZY_JSON)
 
 
-def _selected(table: str, reads: TaskReads) -> list[tuple[str, str]]:
-    """Each column `reads` takes: its expression over `table` and its name in the row."""
+def _selected(table: str, reads: TaskReads) -> list[tuple[str, str, str]]:
+    """Each column `reads` takes: its expression over `table`, its name in the row, and the
+    stored column it is made from."""
     selected = [
-        (f"{table}.{c}::text", f"{c}_text") if c in LAZY_JSON else (f"{table}.{c}", c)
+        (f"{table}.{c}::text", f"{c}_text", c) if c in LAZY_JSON else (f"{table}.{c}", c, c)
         for c in reads.columns()
     ]
     if reads.depends_on:
-        selected.append((f"{table}.depends_on", "depends_on"))
+        selected.append((f"{table}.depends_on", "depends_on", "depends_on"))
     if not reads.json and reads.packet_keys is not None:
         pairs = ", ".join(f"'{key}', {table}.packet->'{key}'" for key in sorted(reads.packet_keys))
-        selected.append((f"jsonb_build_object({pairs})::text", "packet_text"))
+        selected.append((f"jsonb_build_object({pairs})::text", "packet_text", "packet"))
     return selected
 
 
@@ -109,20 +110,15 @@ def _columns(table: str, reads: TaskReads = ALL) -> str:
     `TaskRecord.from_text_row`)."""
     return ", ".join(
         expression if expression == f"{table}.{name}" else f"{expression} AS {name}"
-        for expression, name in _selected(table, reads)
+        for expression, name, _ in _selected(table, reads)
     )
 
 
 @functools.cache
 def _sources(table: str, reads: TaskReads) -> str:
-    """The columns of `table` that `_columns(…, reads)` reads, as they are stored: what a
-    subquery passes on for an outer query to select from with `_columns`."""
-    sources = list(reads.columns())
-    if reads.depends_on:
-        sources.append("depends_on")
-    if not reads.json and reads.packet_keys is not None:
-        sources.append("packet")
-    return ", ".join(f"{table}.{c}" for c in sources)
+    """The stored columns of `table` that `_columns(…, reads)` is made from: what a subquery
+    passes on for an outer query to select from with `_columns`."""
+    return ", ".join(f"{table}.{source}" for _, _, source in _selected(table, reads))
 
 
 TASKS = Layout(
