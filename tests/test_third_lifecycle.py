@@ -224,7 +224,9 @@ class Query:
 
         return TYPES.connection(
             edges=[TYPES.edge(node=Ticket(record=CLOSED))],
-            page_info=TYPES.events_page([], False, has_previous=False).page_info,
+            rows=[CLOSED],
+            more=False,
+            after=None,
             count_total=total,
         )
 
@@ -307,7 +309,7 @@ async def test_the_generated_types_answer_from_the_records() -> None:
                                   ticket { id state } } }
             pageInfo { hasNextPage startCursor endCursor }
           }
-          tickets { edges { node { id } } totalCount }
+          tickets { edges { node { id } } totalCount pageInfo { hasNextPage hasPreviousPage } }
           close { __typename ... on TicketMoveSuccess { ticket { state } events { move } } }
         }"""
     )
@@ -330,7 +332,11 @@ async def test_the_generated_types_answer_from_the_records() -> None:
         "ticket": {"id": "k1", "state": "closed"},
     }
     assert page["edges"][0]["node"]["move"] is None
-    assert result.data["tickets"] == {"edges": [{"node": {"id": "k1"}}], "totalCount": 1}
+    assert result.data["tickets"] == {
+        "edges": [{"node": {"id": "k1"}}],
+        "totalCount": 1,
+        "pageInfo": {"hasNextPage": False, "hasPreviousPage": False},
+    }
     assert result.data["close"] == {
         "__typename": "TicketMoveSuccess",
         "ticket": {"state": "closed"},
