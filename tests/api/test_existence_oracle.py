@@ -39,8 +39,8 @@ class Logged:
 async def logged(database_url: str) -> AsyncIterator[Logged]:
     db = await Database.connect(database_url, min_size=1, max_size=1)
     sent: list[tuple[str, tuple[Any, ...]]] = []
-    async with db.pool.acquire() as raw:  # the pool's one connection, kept afterwards
-        raw.add_query_logger(lambda record: sent.append((record.query, tuple(record.args))))
+    async with db.connection() as conn:  # the pool's one connection, kept afterwards
+        conn.raw.add_query_logger(lambda record: sent.append((record.query, tuple(record.args))))
     yield Logged(db, sent)
     await db.close()
 
@@ -51,9 +51,11 @@ LEASE_ID = re.compile(r"'l[0-9a-f]{24}'")  # a claim draws one per call
 
 async def statements_of(logged: Logged, call: Call, subject_id: str) -> list[str]:
     """The SQL `call(subject_id)` sent (it must answer NotFound), with the id masked."""
+    await asyncio.sleep(0)  # asyncpg calls query loggers soon after, not during, a statement
     logged.sent.clear()
     with pytest.raises(NotFound):
         await call(subject_id)
+    await asyncio.sleep(0)
     texts = []
     for sql, args in logged.sent:
         shown = f"{sql} -- {args!r}".replace(subject_id, "<id>")

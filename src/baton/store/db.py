@@ -5,10 +5,10 @@ SQLAlchemy's async layer costs more CPU per statement than the statement itself 
 paths (a greenlet switch, compilation lookup, result processing). The SQLModel tables in
 `tables.py` still define the schema that Alembic migrates and that tests check.
 
-The pool resets nothing on release (asyncpg's default reset is one more round trip per
-checkout; Baton sets no session state on pooled connections, and a connection released inside
-a transaction is still rolled back), keeps JSONB as Python objects via orjson, and turns a
-database that is down or saturated into `Unavailable` rather than a hang.
+Connections come from Baton's own pool (`baton.store.pool`), which resets nothing between
+checkouts (Baton sets no session state on them, and a connection handed back inside a
+transaction or mid-statement is terminated). JSONB arrives as Python objects via orjson, and a
+database that is down or saturated is `Unavailable` rather than a hang.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from baton.budget import current_budget, spend
 from baton.errors import TooMuchWork, Unavailable
 from baton.metrics import DB_STATEMENTS
+from baton.store.pool import Pool
 
 # Errors that mean "the database cannot answer now", not "this statement is wrong".
 UNREACHABLE = (
@@ -72,8 +73,7 @@ class MeteredConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is
     __slots__ = ("json_budget",)
 
     def meter(self, budget: list[int] | None) -> None:
-        """Spend `budget` while decoding (None: stop). A method, as the pool's proxy
-        forwards calls but not attribute writes."""
+        """Spend `budget` while decoding (None: stop)."""
         self.json_budget = budget
 
 
@@ -98,10 +98,6 @@ async def _init(conn: asyncpg.Connection) -> None:
         )
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Nothing to reset: pooled connections carry no session state."""
-
-
 def pool_share(total: int, processes: int) -> int:
     """Each of `processes` processes' part of a `total` connection budget, 2 at least.
 
@@ -112,7 +108,7 @@ def pool_share(total: int, processes: int) -> int:
 
 
 class Database:
-    def __init__(self, pool: asyncpg.Pool, *, acquire_timeout: float) -> None:
+    def __init__(self, pool: Pool, *, acquire_timeout: float) -> None:
         self.pool = pool
         self.acquire_timeout = acquire_timeout
 
@@ -130,13 +126,11 @@ class Database:
         """A pool of `max_size` connections. Waiting longer than `acquire_timeout` for one (the
         database saturated) or failing to reach it is `Unavailable`; a statement running
         longer than `statement_timeout` seconds is cancelled by PostgreSQL."""
-        try:
-            pool = await asyncpg.create_pool(
-                libpq_url(url),
-                min_size=min_size,
-                max_size=max_size,
-                init=_init,
-                reset=_keep_session,
+        dsn = libpq_url(url)
+
+        async def connect() -> asyncpg.Connection:
+            conn = await asyncpg.connect(
+                dsn,
                 connection_class=MeteredConnection,
                 statement_cache_size=512,
                 timeout=connect_timeout,
@@ -146,29 +140,45 @@ class Database:
                     "jit": "off",
                 },
             )
+            try:
+                await _init(conn)
+            except BaseException:
+                conn.terminate()
+                raise
+            return conn
+
+        pool = Pool(connect, min_size=min(min_size, max_size), max_size=max_size)
+        try:
+            await pool.start()
         except UNREACHABLE as exc:
             raise Unavailable(f"cannot reach the database: {exc}") from exc
         return cls(pool, acquire_timeout=acquire_timeout)
 
     async def close(self) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.pool.close(), 10)
-        self.pool.terminate()
+        await self.pool.close(grace=10)
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
         try:
-            raw = await self.pool.acquire(timeout=self.acquire_timeout)
+            raw = await self.pool.acquire(self.acquire_timeout)
         except UNREACHABLE as exc:
             raise Unavailable(f"the database is unavailable or saturated ({exc!r})") from exc
+        # Not reusable unless the body ends between statements: one cancelled or cut off
+        # during a statement may leave the connection mid-way through it.
+        reusable = False
         try:
             yield Connection(raw)
+            reusable = True
         except UNREACHABLE as exc:
             raise Unavailable(f"lost the database connection ({exc!r})") from exc
         except asyncpg.QueryCanceledError as exc:  # statement_timeout
+            reusable = True
             raise TooMuchWork("a statement ran longer than the database allows") from exc
+        except Exception:
+            reusable = True  # the database's refusal, or the caller's own error between them
+            raise
         finally:
-            await self.pool.release(raw)
+            self.pool.release(raw, reusable=reusable)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
