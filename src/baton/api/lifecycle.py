@@ -21,7 +21,9 @@ from typing import Any, Generic, TypeVar
 
 import strawberry
 
+from baton.api.fields import converted, reader
 from baton.api.pages import PageInfo
+from baton.api.wrap import edges_of
 from baton.store.lifecycle import Layout
 from baton.store.tasks import Listed, encode_cursor
 
@@ -125,29 +127,6 @@ def _strawberry_type(
     return strawberry.type(cls, name=name, description=description)
 
 
-def _reader(path: str, annotation: Any, description: str | None = None) -> Any:
-    """A field answering `self.<path>` (a dotted attribute path) as it is."""
-    get = operator.attrgetter(path)
-
-    def resolve(self: Any) -> Any:
-        return get(self)
-
-    resolve.__annotations__["return"] = annotation
-    return strawberry.field(resolver=resolve, description=description)
-
-
-def _converted(
-    path: str, convert: Callable[[Any], Any], annotation: Any, description: str | None = None
-) -> Any:
-    get = operator.attrgetter(path)
-
-    def resolve(self: Any) -> Any:
-        return convert(get(self))
-
-    resolve.__annotations__["return"] = annotation
-    return strawberry.field(resolver=resolve, description=description)
-
-
 def lifecycle_types(schema: LifecycleSchema, node: type) -> LifecycleTypes:
     """The connection, edge and event types of the lifecycle `schema` declares, whose rows
     `node` (a Strawberry type with a `record`) shows."""
@@ -243,20 +222,20 @@ def _event(schema: LifecycleSchema, node: type) -> type:
             "tenants must not learn each other's volume runs one server (database) per tenant.",
         ),
         "kind": strawberry.field(resolver=kind_of),
-        layout.subject: _reader(f"record.{layout.subject}", strawberry.ID),
-        layout.name: _reader(f"record.{layout.name}", names | None, schema.name),
-        layout.before: _reader(f"record.{layout.before}", states | None),
-        layout.after: _reader(
+        layout.subject: reader(f"record.{layout.subject}", strawberry.ID),
+        layout.name: reader(f"record.{layout.name}", names | None, schema.name),
+        layout.before: reader(f"record.{layout.before}", states | None),
+        layout.after: reader(
             f"record.{layout.after}", states if schema.to_required else states | None
         ),
-        "actor": _reader("record.actor", str, schema.actor),
+        "actor": reader("record.actor", str, schema.actor),
     }
     for column, extra in zip(layout.extras, schema.extras, strict=True):
         path = f"record.{column}"
         namespace[column] = (
-            _converted(path, extra.convert, extra.annotation, extra.description)
+            converted(path, extra.convert, extra.annotation, extra.description)
             if extra.convert
-            else _reader(path, extra.annotation, extra.description)
+            else reader(path, extra.annotation, extra.description)
         )
     get_subject = operator.attrgetter(f"record.{noun}")
 
@@ -265,8 +244,8 @@ def _event(schema: LifecycleSchema, node: type) -> type:
 
     subject_of.__annotations__["return"] = node
     namespace |= {
-        "at": _reader("record.at", datetime),
-        "version": _reader("record.version", int, f"The {noun}'s version right after this event."),
+        "at": reader("record.at", datetime),
+        "version": reader("record.version", int, f"The {noun}'s version right after this event."),
         noun: strawberry.field(
             resolver=subject_of, description=f"The {noun} as it was right after this event."
         ),
@@ -294,7 +273,7 @@ def _event_connection(schema: LifecycleSchema, event_edge: type) -> type:
     event = event_edge.__annotations__["node"]
 
     def edges(self: Any) -> Any:
-        return [event_edge(node=event(record=r)) for r in self.rows]
+        return edges_of(event_edge, event, self.rows)
 
     edges.__annotations__["return"] = types.GenericAlias(list, (event_edge,))
 

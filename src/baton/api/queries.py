@@ -23,6 +23,7 @@ from baton.api.types import (
     TaskEdge,
     task_reads,
 )
+from baton.api.wrap import edges_of
 from baton.engine.cost import at_most, between, checked, list_size
 from baton.engine.selection import selection_of
 from baton.errors import InvalidInput, NotFound
@@ -159,7 +160,7 @@ class Query:
             reads = reads.taking("updated_at")  # the cursors are made of it
         rows, more = await service.page(principal, query, first, after, reads)
         return TaskConnection(
-            edges=[TaskEdge(node=Task(record=t)) for t in rows],
+            edges=edges_of(TaskEdge, Task, rows),
             rows=rows,
             more=more,
             after=after,
@@ -234,7 +235,7 @@ class Query:
         query = filter.to_query() if filter is not None else RunQuery()
         rows, more = await runs.page(principal, query, first, after)
         return RunConnection(
-            edges=[RunEdge(node=Run(record=r)) for r in rows],
+            edges=edges_of(RunEdge, Run, rows),
             rows=rows,
             more=more,
             after=after,

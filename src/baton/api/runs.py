@@ -12,6 +12,7 @@ from strawberry.types import Info
 
 from baton.api.context import Context
 from baton.api.enums import RunEventKind
+from baton.api.fields import reader
 from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types
 from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
 from baton.api.types import Task
@@ -106,37 +107,22 @@ class Run:
         """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
         return ("Run", self.record.id, self.record.version)
 
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(self.record.id)
-
-    @strawberry.field(description="The owner the run belongs to.")
-    def owner(self) -> str:
-        return self.record.owner
-
-    @strawberry.field
-    def project(self) -> str:
-        return self.record.project
+    id = reader("record.id", strawberry.ID)
+    owner = reader("record.owner", str, "The owner the run belongs to.")
+    project = reader("record.project", str)
 
     @strawberry.field(description="The handoff task this run works on, if any.")
     def task_id(self) -> strawberry.ID | None:
         return strawberry.ID(self.record.task_id) if self.record.task_id else None
 
-    @strawberry.field
-    def title(self) -> str:
-        return self.record.title
-
-    @strawberry.field
-    def status(self) -> RunStatus:
-        return self.record.status
-
-    @strawberry.field
-    def phase(self) -> RunPhase:
-        return self.record.phase
-
-    @strawberry.field(description="The last resume barrier the run passed.")
-    def checkpoint(self) -> RunCheckpoint:
-        return self.record.checkpoint
+    title = reader("record.title", str)
+    status = reader("record.status", RunStatus)
+    phase = reader("record.phase", RunPhase)
+    checkpoint = reader(
+        "record.checkpoint",
+        RunCheckpoint,
+        "The last resume barrier the run passed.",
+    )
 
     @strawberry.field(description="The seed's friendly label of the status.")
     def status_label(self) -> str:
@@ -146,37 +132,34 @@ class Run:
     def phase_label(self) -> str:
         return _PHASE_LABELS[self.record.phase]
 
-    @strawberry.field(description="The questions a run awaiting the user asked.")
-    def questions(self) -> list[str] | None:
-        return self.record.questions
+    questions = reader(
+        "record.questions",
+        list[str] | None,
+        "The questions a run awaiting the user asked.",
+    )
 
-    @strawberry.field(description="The answers given to them (`provideUserInput`).")
-    def answers(self) -> list[str] | None:
-        return self.record.answers
+    answers = reader(
+        "record.answers",
+        list[str] | None,
+        "The answers given to them (`provideUserInput`).",
+    )
 
-    @strawberry.field(description="The pull request opened for this run (`openPullRequest`).")
-    def pull_request_url(self) -> str | None:
-        return self.record.pull_request_url
+    pull_request_url = reader(
+        "record.pull_request_url",
+        str | None,
+        "The pull request opened for this run (`openPullRequest`).",
+    )
 
-    @strawberry.field(description="Why the run failed (`failRun`).")
-    def failure_reason(self) -> str | None:
-        return self.record.failure_reason
+    failure_reason = reader(
+        "record.failure_reason",
+        str | None,
+        "Why the run failed (`failRun`).",
+    )
 
-    @strawberry.field(description="The principal that created the run.")
-    def created_by(self) -> str:
-        return self.record.created_by
-
-    @strawberry.field(description="Rises by exactly one with every event.")
-    def version(self) -> int:
-        return self.record.version
-
-    @strawberry.field
-    def created_at(self) -> datetime:
-        return self.record.created_at
-
-    @strawberry.field
-    def updated_at(self) -> datetime:
-        return self.record.updated_at
+    created_by = reader("record.created_by", str, "The principal that created the run.")
+    version = reader("record.version", int, "Rises by exactly one with every event.")
+    created_at = reader("record.created_at", datetime)
+    updated_at = reader("record.updated_at", datetime)
 
     @strawberry.field(
         description="The events the caller may make on this run now. On a claimed run (in "

@@ -14,8 +14,10 @@ from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
 from baton.api.context import Context
 from baton.api.enums import TaskEventKind
+from baton.api.fields import reader
 from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types, node_type
 from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
+from baton.api.wrap import wrapped
 from baton.engine.cost import checked, list_size, parses
 from baton.engine.plans import batched
 from baton.engine.selection import Selection
@@ -222,7 +224,7 @@ async def dependencies_of(
         visible = await context.service.visible_by_ids(context.principal, refs, reads)
         found = {t.id: t for t in visible}
     return [
-        [Task(record=found[r]) for r in dict.fromkeys(p.record.depends_on) if r in found]
+        wrapped(Task, [found[r] for r in dict.fromkeys(p.record.depends_on) if r in found])
         for p in parents
     ]
 
@@ -238,7 +240,7 @@ async def dependents_of(
     ids = [p.record.id for p in parents]
     reads = task_reads(selection)
     found = await context.service.dependents_per_task(context.principal, ids, first, reads)
-    return [[Task(record=t) for t in found[p.record.id]] for p in parents]
+    return [wrapped(Task, found[p.record.id]) for p in parents]
 
 
 async def events_of(
@@ -279,33 +281,20 @@ class Task:
         """Identifies this answer among subscription streams (see `baton.engine.sharing`)."""
         return ("Task", self.record.id, self.record.version)
 
-    @strawberry.field(
-        description="Unique across the server and what `task(id:)` takes. A task handed off "
-        "without an id gets one the server makes (`t` and 28 hex digits); one handed off with "
-        "a client id `x` by an agent of owner `alice` is `alice_x` (see `HandOffInput.id`)."
+    id = reader(
+        "record.id",
+        strawberry.ID,
+        "Unique across the server and what `task(id:)` takes. A task handed off without an id "
+        "gets one the server makes (`t` and 28 hex digits); one handed off with a client id `x` "
+        "by an agent of owner `alice` is `alice_x` (see `HandOffInput.id`).",
     )
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(self.record.id)
-
-    @strawberry.field
-    def project(self) -> str:
-        return self.record.project
-
-    @strawberry.field
-    def state(self) -> TaskState:
-        return self.record.state
-
-    @strawberry.field(description="Set exactly while the state is `waiting`.")
-    def waiting_on(self) -> WaitingOn | None:
-        return self.record.waiting_on
-
-    @strawberry.field
-    def requester(self) -> str:
-        return self.record.requester
-
-    @strawberry.field
-    def assignee(self) -> str:
-        return self.record.assignee
+    project = reader("record.project", str)
+    state = reader("record.state", TaskState)
+    waiting_on = reader(
+        "record.waiting_on", WaitingOn | None, "Set exactly while the state is `waiting`."
+    )
+    requester = reader("record.requester", str)
+    assignee = reader("record.assignee", str)
 
     @strawberry.field
     def packet(self) -> Packet:
@@ -320,21 +309,10 @@ class Task:
         cp = self.record.latest_checkpoint
         return Checkpoint(**cp) if cp else None
 
-    @strawberry.field
-    def created_at(self) -> datetime:
-        return self.record.created_at
-
-    @strawberry.field
-    def updated_at(self) -> datetime:
-        return self.record.updated_at
-
-    @strawberry.field(description="Rises by exactly one with every event.")
-    def version(self) -> int:
-        return self.record.version
-
-    @strawberry.field
-    def verification(self) -> Verification:
-        return self.record.verification
+    created_at = reader("record.created_at", datetime)
+    updated_at = reader("record.updated_at", datetime)
+    version = reader("record.version", int, "Rises by exactly one with every event.")
+    verification = reader("record.verification", Verification)
 
     @strawberry.field(description="The moves the caller may make on this task now.")
     def allowed_moves(self, info: Info[Context, None]) -> list[MoveName]:
@@ -394,7 +372,7 @@ async def _runs_of(context: Context, parents: Sequence[Task], first: int = 50) -
     check_page_size(first)
     found = await context.runs.of_tasks(context.principal, [p.record.id for p in parents], first)
     run = node_type("Run")  # declared by `baton.api.runs`, which refers to tasks in turn
-    return [[run(record=r) for r in found[p.record.id]] for p in parents]
+    return [wrapped(run, found[p.record.id]) for p in parents]
 
 
 TASK_SCHEMA = LifecycleSchema(
