@@ -292,10 +292,11 @@ class EventHub(Generic[E]):
         recheck, waited = RECHECK_FIRST, 0.0
         while True:
             waiting = self._waiting()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._wake.wait(), recheck if waiting else self.poll_interval
-                )
+            if not self._wake.is_set():
+                # A timer, not `wait_for`'s task: this runs for every commit under load.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(recheck if waiting else self.poll_interval):
+                        await self._wake.wait()
             self._wake.clear()
             try:
                 found = await self._read_new()
