@@ -58,6 +58,9 @@ LISTING_ARGUMENTS = checked(after=parses(decode_cursor), filter=filter_problem)
 _DELIVERABLE_TYPES = {member.value: member for member in DeliverableType}
 
 
+_new = object.__new__
+
+
 @strawberry.type(description="The task request itself (the seed's `packet`).")
 class Packet:
     # The stored packet itself: each field reads its own key when asked for, where building
@@ -66,7 +69,9 @@ class Packet:
 
     @classmethod
     def of(cls, p: dict[str, Any]) -> Packet:
-        return cls(data=p)
+        made = _new(cls)  # without the dataclass's `__init__`: one per task of a page
+        made.data = p
+        return made
 
     @strawberry.field
     def task(self) -> str:
