@@ -17,6 +17,7 @@ The baseline is `git archive <ref>` of this repository, unpacked into a temporar
 
 Before all that it prints what the disk does: `synchronous_commit`, `fsync`, and the time of one
 single-row insert commit, with the flush (`synchronous_commit = on`) and without (`off`).
+`--flush-delay-us N` emulates a disk whose flush takes N µs longer (see `configure`).
 Tables go to stdout as markdown, progress to stderr.
 """
 
@@ -327,13 +328,26 @@ def _baseline(args: argparse.Namespace, folder: Path) -> Path:
     return target
 
 
-async def prepare(side: Side, url: str, tasks: int, synchronous_commit: str) -> Prepared:
+async def configure(url: str, args: argparse.Namespace) -> None:
+    """How every later session on the database (servers, raw clients) commits.
+
+    `--flush-delay-us` emulates a slower disk: PostgreSQL's `commit_delay` makes the backend
+    that flushes the WAL wait that long first, holding the WAL write lock, as a flush that took
+    that long would; commits that arrive meanwhile go out in the same flush, as on a real disk.
+    (`commit_siblings = 0`: whatever else is running.)"""
     conn = await asyncpg.connect(libpq_url(url))
-    try:  # every later session on the database (servers, raw clients) commits this way
+    try:
         name = await conn.fetchval("SELECT current_database()")
-        await conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = {synchronous_commit}')
+        settings = {"synchronous_commit": args.synchronous_commit}
+        if args.flush_delay_us:
+            settings |= {"commit_delay": str(args.flush_delay_us), "commit_siblings": "0"}
+        for setting, value in settings.items():
+            await conn.execute(f'ALTER DATABASE "{name}" SET {setting} = {value}')
     finally:
         await conn.close()
+
+
+async def prepare(side: Side, url: str, tasks: int) -> Prepared:
     await asyncio.to_thread(_migrate, side, url)
     seeded = await asyncio.to_thread(_inside, side, url, "seed", str(tasks))
     return Prepared(side, url, list(seeded["ids"]), str(seeded["token"]))  # type: ignore[call-overload]
@@ -355,11 +369,13 @@ async def main(args: argparse.Namespace) -> int:
             bench_database(server_url, "baton_append_b") as (url_b, _),
         ):
             log(f"bench.append: databases on {where}")
+            for url in (url_a, url_b):
+                await configure(url, args)
             facts = await disk(url_a)
             prepared = []
             for side, url in zip(sides, (url_a, url_b), strict=True):
                 log(f"preparing {side.name}: {args.tasks} tasks")
-                prepared.append(await prepare(side, url, args.tasks, args.synchronous_commit))
+                prepared.append(await prepare(side, url, args.tasks))
             for repetition in range(args.repetitions):
                 order = prepared if repetition % 2 == 0 else prepared[::-1]
                 for kind in ("Baton", "raw asyncpg"):
@@ -395,8 +411,9 @@ def report(
         "",
         f"Moves (saveCheckpoint) per second at c={args.concurrency}, `baton serve --workers "
         f"{args.workers}` with {args.pool} database connections, synchronous_commit "
-        f"{args.synchronous_commit}, {args.duration} s after 2 s of warm-up, median of "
-        f"{args.repetitions}:",
+        f"{args.synchronous_commit}"
+        + (f", flush delayed {args.flush_delay_us} µs" if args.flush_delay_us else "")
+        + f", {args.duration} s after 2 s of warm-up, median of {args.repetitions}:",
         "",
         "| | Baton | raw asyncpg (same statement) | Baton ÷ raw | Baton's CPU ms per move |",
         "| --- | --- | --- | --- | --- |",
@@ -427,6 +444,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         choices=("on", "off"),
         default="on",
         help="set on the bench databases: off shows the lock's cost when a flush costs nothing",
+    )
+    parser.add_argument(
+        "--flush-delay-us",
+        type=int,
+        default=0,
+        help="emulate a slower disk: every WAL flush waits this long first (commit_delay)",
     )
     return parser.parse_args(argv)
 
