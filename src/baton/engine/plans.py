@@ -4,8 +4,9 @@ A `TypePlan` is the fields one concrete object type answers for a selection set;
 `FieldPlan` knows how to get its value for a whole list of parents at once: an attribute, a
 call of the Strawberry resolver per parent, or one call of a batch resolver for all of them
 (see `batched`). Arguments without variables are coerced and converted at compile time; the
-rest once per request. Sub-plans for each concrete type are compiled the first time a value of
-that type shows up, and kept.
+rest once per request, by a coercion compiled at the field's first use
+(`baton.engine.argument_values`). Sub-plans for each concrete type are compiled the first time
+a value of that type shows up, and kept.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from graphql.execution.values import VariableValues, get_argument_values
 from strawberry.schema.schema import Schema
 from strawberry.types.field import StrawberryField
 
+from baton.engine.argument_values import ArgumentValues
 from baton.engine.arguments import field_converter
 from baton.engine.fields import collect
 from baton.engine.leaves import Serialize, serializer, weighed
@@ -127,9 +129,12 @@ class FieldPlan:
         """The resolver's keyword arguments (Strawberry input objects, Python names)."""
         if self.static_kwargs is not None:
             return self.static_kwargs
-        return self.owner.convert(
-            self, get_argument_values(self.definition, self.nodes[0], variables)
-        )
+        return self.owner.convert(self, self.arguments(variables))
+
+    @functools.cached_property
+    def arguments(self) -> ArgumentValues:
+        """The coercion of this field's arguments, compiled at first use."""
+        return ArgumentValues(self.definition, self.nodes[0])
 
     def child(self, runtime_type: GraphQLObjectType) -> TypePlan:
         plan = self._children.get(runtime_type)
