@@ -4,8 +4,9 @@ Every document runs twice over the same data and principal: on the engine (compi
 batched levels) and on graphql-core's `execute` with the same Strawberry resolvers (see
 `tests.engine.differential`). Data must be equal, and errors equal as lists (message,
 locations, path, code). Hand-written documents cover fragments, aliases, directives, unions,
-interfaces, nulls and errors, explicit nulls in variables, mutations with effects (each
-executor on its own twin of the same task) and subscriptions replayed from a cursor;
+interfaces, nulls and errors, explicit nulls in variables, variables inside argument literals
+and absent ones with defaults, mutations with effects (each executor on its own twin of the
+same task) and subscriptions replayed from a cursor;
 hypothesis-graphql adds thousands of generated ones over every query field and argument. The
 edge cases Baton's resolvers never produce are in `test_differential_synthetic.py`.
 """
@@ -13,7 +14,7 @@ edge cases Baton's resolvers never produce are in `test_differential_synthetic.p
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -298,6 +299,88 @@ async def test_explicit_nulls_answer_as_graphql_core_does(
     service: TaskService, graph: World, query: str, variables: dict[str, Any]
 ) -> None:
     await assert_same(service, graph.roles["requester_owner"], query, variables)
+
+
+# --- variables inside argument literals, absent variables with defaults, null variables -------
+
+W2 = """query($v: String) { tasks(filter: {project: $v, states: [working]}, first: 50) {
+    totalCount edges { node { id state project } } } }"""
+
+
+def _nodes(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [edge["node"] for edge in data["tasks"]["edges"]]
+
+
+def _all_working(data: dict[str, Any]) -> bool:
+    return bool(_nodes(data)) and all(n["state"] == "working" for n in _nodes(data))
+
+
+# (document, its variables for the graph, what its data must show)
+ARGUMENT_VARIABLES: list[
+    tuple[str, Callable[[World], dict[str, Any]], Callable[[dict[str, Any], World], bool]]
+] = [
+    # a variable inside an input object literal, beside a constant list (the W2 listing)
+    (
+        W2,
+        lambda g: {"v": g.project},
+        lambda d, g: (
+            bool(_nodes(d))
+            and all(n["state"] == "working" and n["project"] == g.project for n in _nodes(d))
+        ),
+    ),
+    # the same variable null, then absent: the filter's field is null (its default), so the
+    # listing is every working task the reader sees
+    (W2, lambda g: {"v": None}, lambda d, g: _all_working(d)),
+    (W2, lambda g: {}, lambda d, g: _all_working(d)),
+    # variables as items of a list literal, beside a constant item
+    (
+        """query($p: String, $s: TaskState!) { tasks(filter: {project: $p,
+             states: [$s, completed]}) { edges { node { state } } } }""",
+        lambda g: {"p": g.project, "s": "working"},
+        lambda d, g: {n["state"] for n in _nodes(d)} == {"working", "completed"},
+    ),
+    # absent variables for arguments with defaults, and a variable with an operation default
+    (
+        """query($n: Int, $p: String, $k: Int = 2) { tasks(first: $k, filter: {project: $p}) {
+             edges { node { id dependents(first: $n) { id } events(first: $n) {
+             edges { cursor } } } } } }""",
+        lambda g: {"p": g.project},
+        lambda d, g: len(_nodes(d)) == 2 and all(n["events"]["edges"] for n in _nodes(d)),
+    ),
+    # a variable as an item of an ID list, and an absent depth (its default)
+    (
+        """query($a: ID!, $d: Int) { taskGraph(ids: [$a, "unknown"], depth: $d) {
+             nodes { id } cycles unresolved } }""",
+        lambda g: {"a": task_id_of(g.requester, "a")},
+        lambda d, g: (
+            len(d["taskGraph"]["nodes"]) >= 3
+            and d["taskGraph"]["cycles"] != []
+            and "unknown" in d["taskGraph"]["unresolved"]
+        ),
+    ),
+    # a list variable and a null one inside one filter
+    (
+        """query($p: String, $states: [TaskState!], $kinds: [DeliverableType!]) {
+             tasks(filter: {project: $p, states: $states, deliverableTypes: $kinds}) {
+             edges { node { state } } } }""",
+        lambda g: {"p": g.project, "states": ["working", "waiting"], "kinds": None},
+        lambda d, g: {n["state"] for n in _nodes(d)} == {"working", "waiting"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "expected"), ARGUMENT_VARIABLES, ids=range(len(ARGUMENT_VARIABLES))
+)
+async def test_variables_in_arguments_answer_as_graphql_core_does(
+    service: TaskService,
+    graph: World,
+    query: str,
+    variables: Callable[[World], dict[str, Any]],
+    expected: Callable[[dict[str, Any], World], bool],
+) -> None:
+    data = await assert_same(service, graph.roles["requester_owner"], query, variables(graph))
+    assert data is not None and expected(data, graph), data
 
 
 # --- mutations with effects: each executor moves its own twin of one task --------------------
