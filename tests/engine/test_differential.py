@@ -263,7 +263,7 @@ NULLS = [
     ),
     (
         "query($first: Int) { tasks(first: 2) { edges { node { id events(first: $first) "
-        "{ totalCount } } } } }",
+        "{ edges { cursor } } } } } }",
         {"first": None},
     ),
     (
