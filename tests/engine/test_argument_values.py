@@ -284,7 +284,8 @@ def input_type(name: str) -> GraphQLInputObjectType:
 
 
 # Python names (graphql-core's `out_name`): an argument's, an input field's, and two fields of
-# one input that share one; and an input object made into something else than a dict.
+# one input that share one; and an input object made into something else than a dict (set as
+# graphql-core's extension point is: an attribute over the static method, hence the ignore).
 assert BUILT.query_type is not None
 BUILT.query_type.fields["f"].args["n"].out_name = "count"
 input_type("Point").fields["y"].out_name = "why"

@@ -21,7 +21,7 @@ variable. Fragment variables are not used by the engine and not handled here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from graphql import (
     FieldNode,
@@ -88,7 +88,7 @@ class ArgumentValues:
         if build is not None:
             found = build(_NO_VARIABLES if variables is None else variables.coerced)
             if found is not Undefined:
-                return found  # type: ignore[no-any-return]
+                return cast(dict[str, Any], found)
         return get_argument_values(self.definition, self.node, variables)
 
 
