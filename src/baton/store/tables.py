@@ -53,6 +53,15 @@ class TaskRow(SQLModel, table=True):
             *_RECENT,
             postgresql_where=_CROSS,
         ),
+        # A board's column (project and state) on that side (migration 0010).
+        Index(
+            "tasks_cross_owner_project_state_recent_idx",
+            "assignee_owner",
+            "project",
+            "state",
+            *_RECENT,
+            postgresql_where=_CROSS,
+        ),
         Index("tasks_requester_recent_idx", "requester", *_RECENT),
         Index("tasks_assignee_recent_idx", "assignee", *_RECENT),
         # No pending list: a look-up would scan it whole until a vacuum (migration 0006).
