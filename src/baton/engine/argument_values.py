@@ -103,7 +103,7 @@ def _field(definition: GraphQLField, node: FieldNode) -> Build:
                 raise _Unsupported(name)  # graphql-core: "was not provided"
             part: Part = _Constant(_default(argument))
         elif isinstance(value, VariableNode):
-            part = _variable_argument(value.name.value, argument)
+            part = _variable(value.name.value, argument, is_required_argument(argument))
         else:
             part = _literal(value, argument.type)
         parts.append((argument.out_name or name, part))
@@ -135,12 +135,13 @@ def _lazy_default(input_value: GraphQLArgument | GraphQLInputField) -> Callable[
     return default
 
 
-def _variable_argument(name: str, argument: GraphQLArgument) -> Dynamic:
-    """An argument given a variable: its value as it is; when absent, the argument's default
-    (graphql-core raises for an absent required one, or a null non-null one)."""
-    required = is_required_argument(argument)
-    non_null = isinstance(argument.type, GraphQLNonNull)
-    default = _lazy_default(argument)
+def _variable(
+    name: str, input_value: GraphQLArgument | GraphQLInputField, required: bool
+) -> Dynamic:
+    """An argument or input field given a variable: its value as it is; when absent, the
+    default (graphql-core raises for an absent `required` one, or a null non-null one)."""
+    non_null = isinstance(input_value.type, GraphQLNonNull)
+    default = _lazy_default(input_value)
 
     def get(variables: Variables) -> Any:
         value = variables.get(name, Undefined)
@@ -245,7 +246,7 @@ def _input_object(node: ValueNode, type_: GraphQLInputObjectType) -> Part:
                 return _Constant(Undefined)
             part: Part = _Constant(_default(field))
         elif isinstance(value, VariableNode):
-            part = _variable_field(value.name.value, field)
+            part = _variable(value.name.value, field, is_required_input_field(field))
         else:
             part = _literal(value, field.type)
             if isinstance(part, _Constant) and part.value is Undefined:
@@ -255,24 +256,6 @@ def _input_object(node: ValueNode, type_: GraphQLInputObjectType) -> Part:
     if out_type is GraphQLInputObjectType.out_type:  # the identity: not worth a call
         return _assemble(parts, None)
     return _assemble(parts, out_type)
-
-
-def _variable_field(name: str, field: GraphQLInputField) -> Dynamic:
-    """An input field given a variable: its value as it is; when absent, the field's default
-    (Undefined for an absent required one, or a null non-null one)."""
-    required = is_required_input_field(field)
-    non_null = isinstance(field.type, GraphQLNonNull)
-    default = _lazy_default(field)
-
-    def get(variables: Variables) -> Any:
-        value = variables.get(name, Undefined)
-        if value is Undefined:
-            return Undefined if required else default()
-        if value is None and non_null:
-            return Undefined
-        return value
-
-    return get
 
 
 def _assemble(parts: list[tuple[str, Part]], finish: Callable[[Any], Any] | None) -> Build:
