@@ -41,6 +41,9 @@ class PostgresBackend(BroadcastBackend):
         self._listen: asyncpg.Connection | None = None
         self._publish: asyncpg.Connection | None = None
         self._publish_lock = asyncio.Lock()
+        # One LISTEN or UNLISTEN at a time: a connection runs one statement at once, and two
+        # hubs start at once (asyncpg refuses the second: "another operation is in progress").
+        self._listen_lock = asyncio.Lock()
         self._reconnecting: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -85,13 +88,15 @@ class PostgresBackend(BroadcastBackend):
 
     async def subscribe(self, channel: str) -> None:
         self._channels.add(channel)
-        if self._listen is not None and not self._listen.is_closed():
-            await self._listen.add_listener(channel, self._on_notify)
+        async with self._listen_lock:
+            if self._listen is not None and not self._listen.is_closed():
+                await self._listen.add_listener(channel, self._on_notify)
 
     async def unsubscribe(self, channel: str) -> None:
         self._channels.discard(channel)
-        if self._listen is not None and not self._listen.is_closed():
-            await self._listen.remove_listener(channel, self._on_notify)
+        async with self._listen_lock:
+            if self._listen is not None and not self._listen.is_closed():
+                await self._listen.remove_listener(channel, self._on_notify)
 
     async def publish(self, channel: str, message: Any) -> None:
         async with self._publish_lock:
