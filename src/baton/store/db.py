@@ -207,7 +207,7 @@ class Database:
 class Connection:
     """One pooled connection; counts the statements it runs (`baton_db_statements_total`)."""
 
-    def __init__(self, raw: asyncpg.Connection) -> None:
+    def __init__(self, raw: MeteredConnection) -> None:
         self.raw = raw
 
     async def fetch(self, sql: str, *args: Any, writes: bool = False) -> list[asyncpg.Record]:
@@ -215,7 +215,7 @@ class Connection:
         `writes`: a write that is done must never be answered as refused."""
         DB_STATEMENTS.inc()
         budget = None if writes else current_budget()
-        if budget is None or not hasattr(self.raw, "meter"):
+        if budget is None:
             return await self.raw.fetch(sql, *args)  # type: ignore[no-any-return]
         self.raw.meter(budget)
         try:
