@@ -286,7 +286,19 @@ NULLS = [
         "query($d: Int, $id: ID!) { taskGraph(ids: [$id], depth: $d) { nodes { id } } }",
         {"d": None, "id": "x"},
     ),
+    ("query($st: [TaskState!]) { tasks(filter: {states: $st}) { totalCount } }", {"st": None}),
+    (
+        "query($w: WaitingOn) { tasks(first: 1, filter: {waitingOn: $w}) { totalCount } "
+        "a: viewer { kind } }",
+        {"w": None},
+    ),
+]
+
+# Documents that validation refuses before anything runs: both must refuse them alike.
+NULLS_REFUSED = [
+    # a nullable variable where a list wants non-null items
     ("query($st: TaskState) { tasks(filter: {states: [$st]}) { totalCount } }", {"st": None}),
+    # a variable given null that the operation never uses
     (
         "query($v: VerificationMode) { tasks(first: 1) { totalCount } a: viewer { kind } }",
         {"v": None},
@@ -298,7 +310,22 @@ NULLS = [
 async def test_explicit_nulls_answer_as_graphql_core_does(
     service: TaskService, graph: World, query: str, variables: dict[str, Any]
 ) -> None:
-    await assert_same(service, graph.roles["requester_owner"], query, variables)
+    principal = graph.roles["requester_owner"]
+    theirs = await reference(schema, query, variables, context(principal, service))
+    mine = await ours(ENGINE, query, variables, context(principal, service))
+    differential_same(mine, theirs, query)
+    assert "data" in mine, f"refused before execution, so it tests no execution: {mine}"
+
+
+@pytest.mark.parametrize(("query", "variables"), NULLS_REFUSED, ids=range(len(NULLS_REFUSED)))
+async def test_explicit_nulls_refused_by_validation_as_graphql_core_refuses(
+    service: TaskService, graph: World, query: str, variables: dict[str, Any]
+) -> None:
+    principal = graph.roles["requester_owner"]
+    theirs = await reference(schema, query, variables, context(principal, service))
+    mine = await ours(ENGINE, query, variables, context(principal, service))
+    differential_same(mine, theirs, query)
+    assert "data" not in mine and mine["errors"], mine
 
 
 # --- variables inside argument literals, absent variables with defaults, null variables -------
