@@ -105,6 +105,7 @@ async def _run(args: argparse.Namespace) -> str:
                 **os.environ,
                 "BATON_DATABASE_URL": url,
                 "BATON_MAX_SOCKETS_PER_TOKEN": "1000000",
+                "BATON_MAX_SOCKETS": "1000000",
             }
             os.environ.update(env)
             settings = Settings.from_env()

@@ -298,9 +298,10 @@ def progress(message: str) -> None:
 async def run_level(setup: Setup, level: Level) -> Level:
     n = level.subscribers
     # One token stands for every subscriber here: lift the per-token caps on sockets and
-    # streams (and the process's cap on streams).
+    # streams (and the process's caps on both).
     caps = {
         "BATON_MAX_SOCKETS_PER_TOKEN": "1000000",
+        "BATON_MAX_SOCKETS": str(n + 10),
         "BATON_SSE_MAX_STREAMS": str(n + 10),
         "BATON_SSE_MAX_STREAMS_PER_TOKEN": str(n + 10),
     }

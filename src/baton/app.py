@@ -294,6 +294,7 @@ def create_app(
         max_queued_bytes=settings.ws_max_queued_bytes,
         send_timeout=settings.ws_send_timeout,
         max_per_token=settings.max_sockets_per_token,
+        max_sockets=settings.max_sockets,
     )
     mcp = MCPDoor(
         context,

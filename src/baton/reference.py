@@ -89,6 +89,12 @@ def limits_table() -> str:
             "`BATON_WS_INIT_TIMEOUT`",
         ),
         (
+            "WebSockets open",
+            f"{s.max_sockets:,} per process; past it a new socket is closed with 1013 (try "
+            "again later) once accepted",
+            "`BATON_MAX_SOCKETS`",
+        ),
+        (
             "WebSockets not yet initialised",
             f"{s.max_unauthenticated_sockets:,} per process; at the cap the oldest that sent "
             "nothing is closed with 1013 to make room (if none, the newcomer is)",

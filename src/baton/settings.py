@@ -52,6 +52,7 @@ class Settings:
     ws_max_queued_bytes: int = 4 * 1024 * 1024
     ws_send_timeout: float = 30.0
     max_sockets_per_token: int = 20
+    max_sockets: int = 20_000
     database_pool_size: int = 16
     metrics_token: str | None = None
     metrics_address: tuple[str, int] | None = None
@@ -355,6 +356,14 @@ VARIABLES = (
         "WebSockets one token may hold open per process (past it `connection_init` is refused "
         "with close 1008)",
         number(int, 1, 1_000_000),
+    ),
+    Variable(
+        "BATON_MAX_SOCKETS",
+        "max_sockets",
+        "20000",
+        "WebSockets open at once per process (past it a new one is closed with 1013, try "
+        "again later)",
+        number(int, 1, 10_000_000),
     ),
     Variable(
         "BATON_DATABASE_POOL_SIZE",

@@ -1,6 +1,7 @@
 """WebSocket limits against a real server: the init timeout on both subprotocols, the cap on
 sockets not yet initialised (the oldest idle one makes room for a newcomer), the cap on
-sockets per token, and oversized messages (close 1009, memory given back)."""
+sockets per token, the cap on sockets per process, and oversized messages (close 1009, memory
+given back)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,18 @@ def capped(
 ) -> Iterator[LiveServer]:
     log = tmp_path_factory.mktemp("capped") / "serve.log"
     url, process = start_server({"BATON_DATABASE_URL": database_url, **CAPPED}, log)
+    yield LiveServer(url, db, process)
+    stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def full(
+    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """A server that holds two sockets at most."""
+    log = tmp_path_factory.mktemp("full") / "serve.log"
+    env = {"BATON_DATABASE_URL": database_url, "BATON_MAX_SOCKETS": "2"}
+    url, process = start_server(env, log)
     yield LiveServer(url, db, process)
     stop_server(process)
 
@@ -172,6 +185,38 @@ async def test_the_cap_is_per_token_and_a_closed_socket_frees_its_place(
         await ws.close()
 
 
+async def test_past_the_process_cap_a_socket_is_told_to_try_again_later(
+    full: LiveServer, world: World
+) -> None:
+    """Two logged-in sockets fill a process capped at two: a third, from another token, is
+    closed with 1013 before it can log in, and once one closes a newcomer is let in."""
+    held = [
+        await WSClient.open(full.url, await full.token(world.roles[role]), PROTOCOLS[0])
+        for role in ("requester", "assignee")
+    ]
+    other = await full.token(world.roles["requester_owner"])
+    async with idle(full) as ws:
+        assert await close_code(ws) == 1013
+        assert "WebSockets are open" in (ws.close_reason or "")
+    # The sockets it holds keep working.
+    await held[0].subscribe(
+        "subscription($id: ID!) { taskUpdated(id: $id) { state } }", {"id": "x"}
+    )
+    with pytest.raises(SubscriptionError, match="not_found"):
+        await held[0].next()
+    await held.pop().close()
+    again: WSClient | None = None
+    deadline = time.monotonic() + SLACK
+    while again is None:
+        try:
+            again = await WSClient.open(full.url, other, PROTOCOLS[0])
+        except (ConnectionClosed, SubscriptionError):
+            assert time.monotonic() < deadline, "the closed socket still counts"
+            await asyncio.sleep(0.05)
+    for client in [*held, again]:
+        await client.close()
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -212,6 +257,7 @@ def test_the_socket_defaults_are_the_documented_settings_defaults() -> None:
         limits.max_queued_bytes,
         limits.send_timeout,
         limits.max_per_token,
+        limits.max_sockets,
     ) == (
         s.ws_init_timeout,
         s.max_unauthenticated_sockets,
@@ -219,4 +265,5 @@ def test_the_socket_defaults_are_the_documented_settings_defaults() -> None:
         s.ws_max_queued_bytes,
         s.ws_send_timeout,
         s.max_sockets_per_token,
+        s.max_sockets,
     )

@@ -3,15 +3,17 @@
 One coroutine per socket reads messages; each operation runs as its own task. The token comes
 in `connection_init` (`{"authorization": "Bearer …"}`); until the connection is acknowledged
 nothing runs, and a socket that sends no `connection_init` within the init timeout is closed
-(4408, both subprotocols). At most `max_unauthenticated` sockets per process wait to be
-acknowledged; when a newcomer finds them all taken, the oldest that has not sent
-`connection_init` is closed (1013) to make room, so idle sockets cannot lock out clients that
-log in. One token holds at most `max_per_token` acknowledged sockets per process; past it
-`connection_init` is refused with 1008. Once acknowledged, a socket's token is re-checked every
-`token_check` seconds by one sweep per process, which asks the database about every open
-socket's token in one query and closes those whose token was revoked or has expired with 4403;
-each new operation also checks the token (through the short-lived cache). While the database is
-unavailable a `connection_init` is answered by closing with 1013 (try again later).
+(4408, both subprotocols). At most `max_sockets` sockets are open per process: past it a
+newcomer is closed with 1013 (try again later) as soon as it is accepted. At most
+`max_unauthenticated` of them wait to be acknowledged; when a newcomer finds them all taken,
+the oldest that has not sent `connection_init` is closed (1013) to make room, so idle sockets
+cannot lock out clients that log in. One token holds at most `max_per_token` acknowledged
+sockets per process; past it `connection_init` is refused with 1008. Once acknowledged, a
+socket's token is re-checked every `token_check` seconds by one sweep per process, which asks
+the database about every open socket's token in one query and closes those whose token was
+revoked or has expired with 4403; each new operation also checks the token (through the
+short-lived cache). While the database is unavailable a `connection_init` is answered by
+closing with 1013 (try again later).
 
 Each event of a subscription goes out as one text frame; the engine shares one execution (and
 one encoded payload) among subscribers of the same document, variables and principal, so here
@@ -72,6 +74,7 @@ class SocketLimits:
     send_timeout: float = 30.0  # seconds a peer may take none of the waiting output
     max_per_token: int = 20  # acknowledged sockets of one token, per process
     close_timeout: float = 5.0  # seconds a close waits for the peer; then the connection is cut
+    max_sockets: int = 20_000  # sockets open at once, per process
 
 
 class GraphQLWS:
@@ -89,6 +92,7 @@ class GraphQLWS:
         # Sockets open and not yet acknowledged, oldest first (the cap evicts from the front).
         self.unacknowledged: dict[_Socket, None] = {}
         self.by_token: dict[str, set[_Socket]] = {}  # acknowledged sockets, by token
+        self.open = 0  # sockets accepted and not yet finished
         self._sweeper: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
 
@@ -104,16 +108,26 @@ class GraphQLWS:
             await socket.finish()
             return
         await send({"type": "websocket.accept", "subprotocol": dialect.name})
+        if self.open >= self.limits.max_sockets:
+            # Accepted first so that the client reads a close code it can act on (1013: try
+            # again later, which graphql-ws clients retry), not a bare refused upgrade.
+            socket.terminate(
+                Close.TRY_AGAIN_LATER, f"Try again later: {self.open} WebSockets are open"
+            )
+            await socket.finish()
+            return
         if len(self.unacknowledged) >= self.limits.max_unauthenticated and not self._evict():
             socket.terminate(Close.TRY_AGAIN_LATER, "Too many connections waiting to start")
             await socket.finish()
             return
+        self.open += 1
         self.unacknowledged[socket] = None
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.create_task(self._watch(), name="baton-ws-stall-watch")
         try:
             await socket.run()
         finally:
+            self.open -= 1
             self.unacknowledged.pop(socket, None)
             self.forget(socket)
             await socket.stop()
