@@ -3,6 +3,9 @@
 An event log (tasks', runs') is the source of truth; broadcaster only wakes readers up, carrying
 an event id. On a wake-up (or every `poll_interval`, in case a wake-up was lost) the hub reads
 the events after its position once, in id order, and hands each to every subscriber's queue.
+Only news wakes it: a commit while it has subscribers, an announced id it has not heard before
+(a process hears its own announcements come back), so a server nobody watches spends no
+wake-up per commit.
 Every read stops below the log's horizon (`baton.store.eventlog`): ids there are final, so
 "after id N" never skips an event that commits later. An event announced while an older
 transaction still runs lies above the horizon for a moment; the hub reads again shortly after
@@ -241,10 +244,10 @@ class EventHub(Generic[E]):
         sends the newest id to the others, so concurrent commits share one message and a
         slow or absent broker never delays a mutation's answer.
         """
-        self._wake.set()
         self._newest_committed = max(self._newest_committed, event_id)
         self._announced = max(self._announced, event_id)
         self._announce.set()
+        self._new_events()
 
     async def _announcer(self) -> None:
         while True:
@@ -266,8 +269,8 @@ class EventHub(Generic[E]):
                     delay = 0.1
                     while True:
                         message = await subscriber.get()
-                        self._heard(message.message)
-                        self._wake.set()
+                        if self._heard(message.message):
+                            self._new_events()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -279,10 +282,27 @@ class EventHub(Generic[E]):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _heard(self, message: str) -> None:
-        """Note the id another process announced (anything else only wakes the reader)."""
-        with contextlib.suppress(ValueError):
-            self._announced = max(self._announced, int(message))
+    def _heard(self, message: str) -> bool:
+        """Note the id another process announced; False when it tells nothing new (this
+        process's own announcements come back so, and so do ids heard before). Anything
+        else only wakes the reader."""
+        try:
+            announced = int(message)
+        except ValueError:
+            return True
+        if announced <= self._announced:
+            return False
+        self._announced = announced
+        return True
+
+    def _new_events(self) -> None:
+        """Events were committed: the reader reads them for the subscribers, and with none it
+        only notes that its position is behind the log (for the next subscriber to bring
+        forward), which costs no wake-up per commit."""
+        if self._subscribers:
+            self._wake.set()
+        else:
+            self._stale = True
 
     def _waiting(self) -> bool:
         """Whether an announced event is not delivered yet (it was above the horizon)."""
@@ -378,6 +398,8 @@ class EventHub(Generic[E]):
         subscriber: Subscriber[E] = Subscriber()
         self._subscribers.add(subscriber)
         LIVE_SUBSCRIPTIONS.inc()
+        # A commit announced while it joined woke no reader (it had no subscriber yet).
+        self._wake.set()
         return subscriber
 
     async def stream(
