@@ -198,7 +198,9 @@ def create_app(
         if run_migrations:
             await migrate.upgrade_url(url)
         db = await Database.connect(url, max_size=pool_size)
-        broadcast = Broadcast(backend=make_backend(settings.broadcast_url or libpq_url(url)))
+        # The hubs wake their own readers on a commit: the broker need not bring it back.
+        backend = make_backend(settings.broadcast_url or libpq_url(url), echo=False)
+        broadcast = Broadcast(backend=backend)
         await broadcast.connect()
         hub = EventHub(db, broadcast, TASK_LOG, poll_interval=settings.poll_seconds)
         run_hub = EventHub(db, broadcast, RUN_LOG, poll_interval=settings.poll_seconds)
