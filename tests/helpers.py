@@ -42,6 +42,18 @@ def packet(**overrides: Any) -> dict[str, Any]:
     return {**base, **overrides}
 
 
+def checkpoint(**overrides: Any) -> dict[str, Any]:
+    """A valid checkpoint (snake_case, as the service takes it), with overrides."""
+    base: dict[str, Any] = {
+        "progress": "half way",
+        "decisions": [],
+        "files_touched": [],
+        "next_steps": [],
+        "open_questions": [],
+    }
+    return {**base, **overrides}
+
+
 def result(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "summary": "Done",

@@ -33,14 +33,19 @@ CAPPED = {
 }
 
 
+def serving(
+    env: dict[str, str], database_url: str, db: Database, folder: Path
+) -> Iterator[LiveServer]:
+    url, process = start_server({"BATON_DATABASE_URL": database_url, **env}, folder / "serve.log")
+    yield LiveServer(url, db, process)
+    stop_server(process)
+
+
 @pytest.fixture(scope="module")
 def capped(
     database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    log = tmp_path_factory.mktemp("capped") / "serve.log"
-    url, process = start_server({"BATON_DATABASE_URL": database_url, **CAPPED}, log)
-    yield LiveServer(url, db, process)
-    stop_server(process)
+    yield from serving(CAPPED, database_url, db, tmp_path_factory.mktemp("capped"))
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +53,8 @@ def full(
     database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     """A server that holds two sockets at most."""
-    log = tmp_path_factory.mktemp("full") / "serve.log"
-    env = {"BATON_DATABASE_URL": database_url, "BATON_MAX_SOCKETS": "2"}
-    url, process = start_server(env, log)
-    yield LiveServer(url, db, process)
-    stop_server(process)
+    env = {"BATON_MAX_SOCKETS": "2"}
+    yield from serving(env, database_url, db, tmp_path_factory.mktemp("full"))
 
 
 def ws_url(server: LiveServer) -> str:
@@ -152,12 +154,7 @@ async def test_one_token_holds_at_most_its_cap_of_sockets(
         assert code == 1008
         # The legacy protocol says why in a message before closing; the current one does not.
         assert seen == ([] if protocol == PROTOCOLS[0] else ["connection_error"])
-        # The sockets it holds keep working.
-        await held[0].subscribe(
-            "subscription($id: ID!) { taskUpdated(id: $id) { state } }", {"id": "x"}
-        )
-        with pytest.raises(SubscriptionError, match="not_found"):
-            await held[0].next()
+        await still_works(held[0])  # the sockets it holds keep working
     finally:
         for ws in held:
             await ws.close()
@@ -173,14 +170,7 @@ async def test_the_cap_is_per_token_and_a_closed_socket_frees_its_place(
     )
     await held.pop().close()
     # Once the server has seen that close, the token may open one again.
-    again: WSClient | None = None
-    deadline = time.monotonic() + SLACK
-    while again is None:
-        try:
-            again = await WSClient.open(capped.url, token, PROTOCOLS[0])
-        except (ConnectionClosed, SubscriptionError):
-            assert time.monotonic() < deadline, "the closed socket still counts"
-            await asyncio.sleep(0.05)
+    again = await reopen(capped, token)
     for ws in [*held, other, again]:
         await ws.close()
 
@@ -198,23 +188,30 @@ async def test_past_the_process_cap_a_socket_is_told_to_try_again_later(
     async with idle(full) as ws:
         assert await close_code(ws) == 1013
         assert "WebSockets are open" in (ws.close_reason or "")
-    # The sockets it holds keep working.
-    await held[0].subscribe(
-        "subscription($id: ID!) { taskUpdated(id: $id) { state } }", {"id": "x"}
-    )
-    with pytest.raises(SubscriptionError, match="not_found"):
-        await held[0].next()
+    await still_works(held[0])  # the sockets it holds keep working
     await held.pop().close()
-    again: WSClient | None = None
+    again = await reopen(full, other)
+    for client in [*held, again]:
+        await client.close()
+
+
+async def still_works(client: WSClient) -> None:
+    """An operation on `client` runs: a subscription to an unknown task is refused as such."""
+    await client.subscribe("subscription($id: ID!) { taskUpdated(id: $id) { state } }", {"id": "x"})
+    with pytest.raises(SubscriptionError, match="not_found"):
+        await client.next()
+
+
+async def reopen(server: LiveServer, token: str) -> WSClient:
+    """A socket opened with `token` once the server has seen an earlier one close (until then
+    it still counts against the cap it freed)."""
     deadline = time.monotonic() + SLACK
-    while again is None:
+    while True:
         try:
-            again = await WSClient.open(full.url, other, PROTOCOLS[0])
+            return await WSClient.open(server.url, token, PROTOCOLS[0])
         except (ConnectionClosed, SubscriptionError):
             assert time.monotonic() < deadline, "the closed socket still counts"
             await asyncio.sleep(0.05)
-    for client in [*held, again]:
-        await client.close()
 
 
 def rss_kib(pid: int) -> int:

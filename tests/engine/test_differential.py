@@ -44,16 +44,26 @@ from tests.engine.differential import (
 from tests.helpers import ENGINE, World, agent, context, packet, task_id_of
 
 
+async def answered_alike(
+    service: TaskService,
+    principal: Principal,
+    query: str,
+    variables: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The engine's whole answer, once it is shown to be graphql-core's."""
+    theirs = await reference(schema, query, variables, context(principal, service))
+    mine = await ours(ENGINE, query, variables, context(principal, service))
+    differential_same(mine, theirs, query)
+    return mine
+
+
 async def assert_same(
     service: TaskService,
     principal: Principal,
     query: str,
     variables: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    theirs = await reference(schema, query, variables, context(principal, service))
-    mine = await ours(ENGINE, query, variables, context(principal, service))
-    differential_same(mine, theirs, query)
-    return mine.get("data")
+    return (await answered_alike(service, principal, query, variables)).get("data")
 
 
 @pytest.fixture(scope="module")
@@ -310,10 +320,7 @@ NULLS_REFUSED = [
 async def test_explicit_nulls_answer_as_graphql_core_does(
     service: TaskService, graph: World, query: str, variables: dict[str, Any]
 ) -> None:
-    principal = graph.roles["requester_owner"]
-    theirs = await reference(schema, query, variables, context(principal, service))
-    mine = await ours(ENGINE, query, variables, context(principal, service))
-    differential_same(mine, theirs, query)
+    mine = await answered_alike(service, graph.roles["requester_owner"], query, variables)
     assert "data" in mine, f"refused before execution, so it tests no execution: {mine}"
 
 
@@ -321,10 +328,7 @@ async def test_explicit_nulls_answer_as_graphql_core_does(
 async def test_explicit_nulls_refused_by_validation_as_graphql_core_refuses(
     service: TaskService, graph: World, query: str, variables: dict[str, Any]
 ) -> None:
-    principal = graph.roles["requester_owner"]
-    theirs = await reference(schema, query, variables, context(principal, service))
-    mine = await ours(ENGINE, query, variables, context(principal, service))
-    differential_same(mine, theirs, query)
+    mine = await answered_alike(service, graph.roles["requester_owner"], query, variables)
     assert "data" not in mine and mine["errors"], mine
 
 

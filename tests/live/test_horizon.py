@@ -22,7 +22,7 @@ from baton.services.tasks import MoveArgs, TaskService
 from baton.store.db import Database, libpq_url
 from baton.store.eventlog import SEQ_BITS
 from baton.store.records import EventRecord
-from tests.helpers import World, agent
+from tests.helpers import World, agent, checkpoint
 
 POLL = 60.0  # the hub's poll: far longer than the test, so only the re-check can deliver
 
@@ -56,7 +56,7 @@ async def test_an_event_behind_a_running_transaction_is_delivered_once_it_ends(
     try:
         # Live first: a checkpoint reaches the stream (so the subscription is in place; the
         # task's earlier events may come before it, if they were not readable yet when it began).
-        first = await service.save_checkpoint(agent(world.assignee), task.id, _checkpoint())
+        first = await service.save_checkpoint(agent(world.assignee), task.id, checkpoint())
         for _ in range(100):
             await asyncio.wait_for(arrived.wait(), 10)
             arrived.clear()
@@ -109,7 +109,7 @@ async def test_a_transaction_in_another_database_holds_nothing_back(
     # The server's own database: the same cluster, another database.
     blocker = await asyncpg.connect(libpq_url(server_url))
     try:
-        first = await service.save_checkpoint(agent(world.assignee), task.id, _checkpoint())
+        first = await service.save_checkpoint(agent(world.assignee), task.id, checkpoint())
         for _ in range(100):  # the subscription is in place once its own checkpoint arrives
             await asyncio.wait_for(arrived.wait(), 10)
             arrived.clear()
@@ -134,13 +134,3 @@ async def test_a_transaction_in_another_database_holds_nothing_back(
         following.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await following
-
-
-def _checkpoint() -> dict[str, object]:
-    return {
-        "progress": "half way",
-        "decisions": [],
-        "files_touched": [],
-        "next_steps": [],
-        "open_questions": [],
-    }

@@ -22,7 +22,7 @@ from baton.protocol.handoff import TaskState
 from baton.services.tasks import TaskService
 from baton.store.db import Database, libpq_url
 from baton.store.records import EventRecord
-from tests.helpers import World, agent
+from tests.helpers import World, agent, checkpoint
 from tests.live.big_events import until
 
 POLL = 60.0
@@ -86,9 +86,9 @@ async def test_commits_while_nobody_subscribes_reach_no_later_subscriber(
     service = TaskService(db, on_commit=hub.publish)
     task = await world.task_in(TaskState.working)
     for _ in range(3):
-        await service.save_checkpoint(agent(world.assignee), task.id, _checkpoint())
+        await service.save_checkpoint(agent(world.assignee), task.id, checkpoint())
     async with Follower(hub, world) as follower:
-        later = await service.save_checkpoint(agent(world.assignee), task.id, _checkpoint())
+        later = await service.save_checkpoint(agent(world.assignee), task.id, checkpoint())
         # Promptly (the poll is a minute away), and nothing from before it joined.
         assert (await follower.next()).id == later.events[0].id
         await asyncio.sleep(0.3)
@@ -101,7 +101,7 @@ async def test_an_id_announced_by_another_process_wakes_the_reader_once(
     elsewhere = TaskService(db)  # another process's service: it tells this hub nothing itself
     task = await world.task_in(TaskState.working)
     async with Follower(hub, world) as follower:
-        saved = await elsewhere.save_checkpoint(agent(world.assignee), task.id, _checkpoint())
+        saved = await elsewhere.save_checkpoint(agent(world.assignee), task.id, checkpoint())
         event_id = saved.events[0].id
         await asyncio.sleep(0.3)
         assert follower.received == []  # committed, but nobody here was told
@@ -111,13 +111,3 @@ async def test_an_id_announced_by_another_process_wakes_the_reader_once(
         await broadcast.publish(TASK_LOG.channel, str(event_id))
         await asyncio.sleep(0.3)
         assert [e.id for e in follower.received] == [event_id]
-
-
-def _checkpoint() -> dict[str, object]:
-    return {
-        "progress": "half way",
-        "decisions": [],
-        "files_touched": [],
-        "next_steps": [],
-        "open_questions": [],
-    }
