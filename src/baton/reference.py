@@ -90,8 +90,8 @@ def limits_table() -> str:
         ),
         (
             "WebSockets open",
-            f"{s.max_sockets:,} per process; past it a new socket is closed with 1013 (try "
-            "again later) once accepted",
+            f"{s.max_sockets:,} per process; at the cap the oldest not yet initialised is "
+            "closed with 1013 to make room (if none, the newcomer is, once accepted)",
             "`BATON_MAX_SOCKETS`",
         ),
         (

@@ -361,8 +361,8 @@ VARIABLES = (
         "BATON_MAX_SOCKETS",
         "max_sockets",
         "20000",
-        "WebSockets open at once per process (past it a new one is closed with 1013, try "
-        "again later)",
+        "WebSockets open at once per process (past it the oldest not yet initialised makes "
+        "room, else the new one is closed with 1013, try again later)",
         number(int, 1, 10_000_000),
     ),
     Variable(

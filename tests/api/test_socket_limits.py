@@ -195,6 +195,25 @@ async def test_past_the_process_cap_a_socket_is_told_to_try_again_later(
         await client.close()
 
 
+async def test_at_the_process_cap_an_idle_socket_makes_room_for_a_newcomer(
+    full: LiveServer, world: World
+) -> None:
+    """A logged-in socket and an idle one fill a process capped at two: a newcomer closes the
+    idle one (1013) and may log in."""
+    held = await WSClient.open(full.url, await full.token(world.roles["requester"]), PROTOCOLS[0])
+    waiting = await idle(full)
+    newcomer = await idle(full)
+    try:
+        assert await close_code(waiting) == 1013
+        token = await full.token(world.roles["assignee"])
+        assert (await init(newcomer, f"Bearer {token}"))["type"] == "connection_ack"
+        await still_works(held)
+    finally:
+        for ws in (waiting, newcomer):
+            await ws.close()
+        await held.close()
+
+
 async def still_works(client: WSClient) -> None:
     """An operation on `client` runs: a subscription to an unknown task is refused as such."""
     await client.subscribe("subscription($id: ID!) { taskUpdated(id: $id) { state } }", {"id": "x"})

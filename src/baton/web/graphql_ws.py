@@ -3,17 +3,17 @@
 One coroutine per socket reads messages; each operation runs as its own task. The token comes
 in `connection_init` (`{"authorization": "Bearer …"}`); until the connection is acknowledged
 nothing runs, and a socket that sends no `connection_init` within the init timeout is closed
-(4408, both subprotocols). At most `max_sockets` sockets are open per process: past it a
-newcomer is closed with 1013 (try again later) as soon as it is accepted. At most
-`max_unauthenticated` of them wait to be acknowledged; when a newcomer finds them all taken,
-the oldest that has not sent `connection_init` is closed (1013) to make room, so idle sockets
-cannot lock out clients that log in. One token holds at most `max_per_token` acknowledged
-sockets per process; past it `connection_init` is refused with 1008. Once acknowledged, a
-socket's token is re-checked every `token_check` seconds by one sweep per process, which asks
-the database about every open socket's token in one query and closes those whose token was
-revoked or has expired with 4403; each new operation also checks the token (through the
-short-lived cache). While the database is unavailable a `connection_init` is answered by
-closing with 1013 (try again later).
+(4408, both subprotocols). At most `max_unauthenticated` sockets per process wait to be
+acknowledged, and at most `max_sockets` are open; when a newcomer finds either cap reached, the
+oldest socket that has not sent `connection_init` is closed (1013) to make room, so idle
+sockets cannot lock out clients that log in, and if every socket has, the newcomer is closed
+with 1013 (try again later) as soon as it is accepted. One token holds at most `max_per_token`
+acknowledged sockets per process; past it `connection_init` is refused with 1008. Once
+acknowledged, a socket's token is re-checked every `token_check` seconds by one sweep per
+process, which asks the database about every open socket's token in one query and closes those
+whose token was revoked or has expired with 4403; each new operation also checks the token
+(through the short-lived cache). While the database is unavailable a `connection_init` is
+answered by closing with 1013 (try again later).
 
 Each event of a subscription goes out as one text frame; the engine shares one execution (and
 one encoded payload) among subscribers of the same document, variables and principal, so here
@@ -108,7 +108,7 @@ class GraphQLWS:
             await socket.finish()
             return
         await send({"type": "websocket.accept", "subprotocol": dialect.name})
-        if self.open >= self.limits.max_sockets:
+        if self.open >= self.limits.max_sockets and not self._evict():
             # Accepted first so that the client reads a close code it can act on (1013: try
             # again later, which graphql-ws clients retry), not a bare refused upgrade.
             socket.terminate(
