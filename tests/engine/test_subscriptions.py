@@ -8,6 +8,7 @@ import tracemalloc
 from collections.abc import AsyncGenerator
 from functools import partial
 
+import pytest
 import strawberry
 
 from baton.engine.limits import DEFAULT_LIMITS
@@ -150,3 +151,60 @@ async def test_a_shared_execution_that_fails_fails_every_waiter() -> None:
     release.set()
     results = await asyncio.gather(*waiters, return_exceptions=True)
     assert [type(r) for r in results] == [ValueError, ValueError]
+
+
+async def test_an_execution_that_needs_no_waiting_is_shared_without_a_turn_of_the_loop() -> None:
+    from baton.engine.sharing import SharedOutcomes
+
+    shared: SharedOutcomes[str] = SharedOutcomes()
+    runs = 0
+
+    async def at_once() -> str:
+        nonlocal runs
+        runs += 1
+        return "answer"
+
+    for _ in range(3):
+        # Driven by hand: each `get` finishes on its first step, never suspending.
+        step = shared.get("event", at_once).__await__()
+        with pytest.raises(StopIteration) as done:
+            next(step)
+        assert done.value.value == "answer"
+    assert runs == 1
+
+
+async def test_an_execution_that_waits_keeps_its_context_to_itself() -> None:
+    from baton.budget import current_budget, request_budget
+    from baton.engine.sharing import SharedOutcomes
+
+    shared: SharedOutcomes[list[int] | None] = SharedOutcomes()
+
+    async def budgeted() -> list[int] | None:
+        with request_budget(5, 100):  # set before the first wait, reset after it
+            await asyncio.sleep(0)
+            return current_budget()
+
+    assert await shared.get("event", budgeted) == [5, 100]
+    assert current_budget() is None  # the caller's context never saw it
+
+
+async def test_a_cancelled_execution_is_cancelled_inside_and_for_every_waiter() -> None:
+    from baton.engine.sharing import SharedOutcomes
+
+    shared: SharedOutcomes[str] = SharedOutcomes()
+    cleaned = asyncio.Event()
+
+    async def forever() -> str:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.set()
+        return "never"
+
+    waiters = [asyncio.create_task(shared.get("event", forever)) for _ in range(2)]
+    await asyncio.sleep(0)
+    [execution] = [t for t in asyncio.all_tasks() if t.get_name() == "baton-shared-execution"]
+    execution.cancel()
+    results = await asyncio.gather(*waiters, return_exceptions=True)
+    assert cleaned.is_set()
+    assert [type(r) for r in results] == [asyncio.CancelledError, asyncio.CancelledError]

@@ -3,8 +3,9 @@ same answer.
 
 Subscribers with the same document, variables and principal receive the same events; without
 sharing, each would run the same completion and encode the same JSON for every event. The first
-subscriber to reach an event starts its completion as a task of its own (so a subscriber that
-leaves mid-way does not cancel it for the others); the rest await that task. Entries are kept
+subscriber to reach an event runs its completion at once as far as it goes without waiting; one
+that has to wait (for the database) goes on as a task of its own, so a subscriber that leaves
+mid-way does not cancel it for the others, and the rest await that task. Entries are kept
 in an LRU bounded by count and by bytes: a subscriber that falls far behind computes its own
 answer.
 """
@@ -12,8 +13,9 @@ answer.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Hashable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -39,11 +41,11 @@ class SharedOutcomes(Generic[T]):
         self.max_bytes = max_bytes
         self.size = size
         self.bytes = 0
-        self._entries: OrderedDict[Hashable, asyncio.Task[T]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, asyncio.Future[T]] = OrderedDict()
         self._sizes: dict[Hashable, int] = {}
-        self._waiters: dict[asyncio.Task[T], list[asyncio.Future[None]]] = {}
+        self._waiters: dict[asyncio.Future[T], list[asyncio.Future[None]]] = {}
 
-    def _release(self, task: asyncio.Task[T]) -> None:
+    def _release(self, task: asyncio.Future[T]) -> None:
         if not task.cancelled():
             task.exception()  # retrieved, even when every waiter has gone
         for waiter in self._waiters.pop(task, ()):
@@ -54,27 +56,52 @@ class SharedOutcomes(Generic[T]):
         return len(self._entries)
 
     async def get(self, key: Hashable, compute: Callable[[], Awaitable[T]]) -> T:
-        task = self._entries.get(key)
-        if task is None:
-            task = asyncio.ensure_future(compute())
-            task.add_done_callback(self._release)
-            self._entries[key] = task
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._start(compute)
+            self._entries[key] = entry
             self._evict()
-        if not task.done():
+        if not entry.done():
             # Wait on a future of one's own, released with every other waiter by one callback
-            # of the task: a subscriber that leaves cancels only its future, never the task.
-            # (`asyncio.shield` per waiter cost two closures, two callbacks and an extra turn
-            # of the loop for each of thousands of subscribers: a fifth of the fan-out's CPU
-            # at 5,000, bench.live_delivery under py-spy.)
+            # of the execution: a subscriber that leaves cancels only its future, never the
+            # execution. (`asyncio.shield` per waiter cost two closures, two callbacks and an
+            # extra turn of the loop for each of thousands of subscribers: a fifth of the
+            # fan-out's CPU at 5,000, bench.live_delivery under py-spy.)
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.setdefault(task, []).append(waiter)
+            self._waiters.setdefault(entry, []).append(waiter)
             await waiter
-        result = task.result()
-        if key not in self._sizes and self._entries.get(key) is task:
+        result = entry.result()
+        if key not in self._sizes and self._entries.get(key) is entry:
             self._sizes[key] = size = self.size(result)
             self.bytes += size
             self._evict()
         return result
+
+    def _start(self, compute: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
+        """The execution, run at once as far as it goes without waiting (as Python 3.12's
+        eager tasks do), in a context of its own as a task's. An execution that needs no I/O
+        (an event's fields are all in the event) is done before any subscriber waits: none of
+        them then takes a second turn of the loop for it, which was a tenth of the fan-out's
+        CPU at 10,000 subscribers. One that waits goes on as a task."""
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        coro = _coroutine(compute())
+        future: asyncio.Future[T]
+        try:
+            step = context.run(coro.send, None)
+        except StopIteration as stop:
+            future = loop.create_future()
+            future.set_result(stop.value)
+            return future
+        except Exception as exc:
+            future = loop.create_future()
+            future.set_exception(exc)
+            return future
+        future = loop.create_task(
+            _Resumed(coro, step), name="baton-shared-execution", context=context
+        )
+        future.add_done_callback(self._release)
+        return future
 
     def _evict(self) -> None:
         while len(self._entries) > self.max_entries or (
@@ -82,3 +109,44 @@ class SharedOutcomes(Generic[T]):
         ):
             key, _ = self._entries.popitem(last=False)
             self.bytes -= self._sizes.pop(key, 0)
+
+
+def _coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    if isinstance(awaitable, Coroutine):
+        return awaitable
+
+    async def wrapped() -> T:
+        return await awaitable
+
+    return wrapped()
+
+
+class _Resumed(Coroutine[Any, Any, T]):
+    """A coroutine that has already taken its first step, for a task to drive from there:
+    the first `send` hands the task the step it yielded, and everything else (the task's
+    cancellation too, even before that first `send`) goes to the coroutine itself."""
+
+    __slots__ = ("_coro", "_started", "_step")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], step: Any) -> None:
+        self._coro = coro
+        self._step = step
+        self._started = False
+
+    def send(self, value: Any) -> Any:
+        if not self._started:
+            self._started = True
+            step, self._step = self._step, None
+            return step
+        return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        self._started = True
+        self._step = None
+        return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        raise TypeError("only its task drives a resumed execution")
