@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import uvicorn
 
 from baton.access.gate import GateDecision
 from baton.access.principals import ADMIN, Principal, PrincipalKind
@@ -243,3 +247,24 @@ def counting_statements() -> Iterator[Callable[[], int]]:
     """How many SQL statements the block sent (read the count inside or after it)."""
     start = DB_STATEMENTS._value.get()
     yield lambda: int(DB_STATEMENTS._value.get() - start)
+
+
+@asynccontextmanager
+async def uvicorn_serving(app: Any, **config: Any) -> AsyncIterator[int]:
+    """`app` served by an in-process uvicorn (`config` on top of quiet defaults) on a free
+    port of 127.0.0.1, which is yielded; stopped, within 10 s, on leaving."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    options: dict[str, Any] = {"log_level": "warning", "lifespan": "off", **config}
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # it failed to start: say why
+            await asyncio.sleep(0.01)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        sock.close()

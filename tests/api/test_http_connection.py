@@ -4,13 +4,12 @@ order, and nothing waiting is lost when the connection closes or upgrades."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
 
 from baton.web.http_connection import MAX_WAITING, CorkedHttpToolsProtocol, CorkedTransport
+from tests.helpers import uvicorn_serving
 
 
 class Recorder(asyncio.Transport):
@@ -95,16 +94,8 @@ async def server() -> AsyncIterator[int]:
         await send({"type": "http.response.body", "body": b"a", "more_body": True})  # type: ignore[operator]
         await send({"type": "http.response.body", "body": b"b"})  # type: ignore[operator]
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, http=CorkedHttpToolsProtocol, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110  # uvicorn's Server tells it by a flag only
-        await asyncio.sleep(0.01)
-    yield sock.getsockname()[1]
-    server.should_exit = True
-    await task
+    async with uvicorn_serving(app, http=CorkedHttpToolsProtocol) as port:
+        yield port
 
 
 async def test_keep_alive_answers_arrive_whole_and_in_order(server: int) -> None:

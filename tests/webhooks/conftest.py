@@ -17,7 +17,6 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,8 +27,8 @@ from baton.services.tasks import TaskService
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
 from baton.store.embedded import create_database
-from tests.conftest import LiveServer, free_port, start_server, stop_server
-from tests.helpers import World
+from tests.conftest import LiveServer, start_server, stop_server
+from tests.helpers import World, uvicorn_serving
 
 # Short delays so retries and leases play out within a test.
 FAST = {
@@ -99,26 +98,11 @@ class Receiver:
 async def receiver() -> AsyncIterator[Receiver]:
     receiver = Receiver()
     app = Starlette(routes=[Route("/{path:path}", receiver.handle, methods=["POST"])])
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110  (uvicorn offers no event to wait on)
-        await asyncio.sleep(0.01)
-    receiver.url = f"http://127.0.0.1:{port}"
-    yield receiver
-    for hold in receiver.holds.values():
-        hold.set()
-    server.should_exit = True
-    await asyncio.wait_for(task, 10)
+    async with uvicorn_serving(app, timeout_graceful_shutdown=1) as port:
+        receiver.url = f"http://127.0.0.1:{port}"
+        yield receiver
+        for hold in receiver.holds.values():
+            hold.set()
 
 
 @asynccontextmanager

@@ -228,6 +228,13 @@ def _transport_of(send: Send) -> _Transport | None:
     return cast(_Transport, transport)
 
 
+def _writer_of(send: Send) -> Callable[[bytes], bool] | None:
+    """The connection's way to write a text frame now, past ASGI (`LeanWebSocketProtocol`'s
+    `write_text`), or None under another server."""
+    write = getattr(getattr(send, "__self__", None), "write_text", None)
+    return cast(Callable[[bytes], bool], write) if callable(write) else None
+
+
 def _reason(text: str) -> str:
     """A close reason as the protocol allows it: at most 123 bytes of UTF-8."""
     raw = text.encode()
@@ -268,6 +275,7 @@ class _Socket:
         "server",
         "token",
         "transport",
+        "write_now",
     )
 
     def __init__(self, server: GraphQLWS, dialect: Dialect, receive: Receive, send: Send) -> None:
@@ -276,6 +284,7 @@ class _Socket:
         self.receive = receive
         self._send = send
         self.transport = _transport_of(send)
+        self.write_now = _writer_of(send)
         self.init_received = False
         self.acknowledged = False
         self.principal: Principal | None = None
@@ -394,22 +403,26 @@ class _Socket:
         """Close from outside the read loop: the token stopped working."""
         self.terminate(Close.FORBIDDEN, "Forbidden: the token was revoked or expired")
 
-    async def send(self, text: str) -> None:
+    async def send(self, data: bytes) -> None:
+        """Send one message (UTF-8 JSON): written to the connection at once when nothing waits
+        before it, else through ASGI, waiting for the peer as long as the limits allow."""
         if self.closed:
             return
-        size = len(text) if text.isascii() else len(text.encode())
+        size = len(data)
         waiting = self.pending + (self.transport.get_write_buffer_size() if self.transport else 0)
         cap = self.server.limits.max_queued_bytes
         # One message goes out whatever its size when nothing else waits for the peer.
         if waiting and waiting + size > cap:
             self.terminate(Close.POLICY_VIOLATION, f"Too slow: over {cap} bytes waiting to go")
             return
+        if not self.sending and self.write_now is not None and self.write_now(data):
+            return
         if not self.sending:
             self.progress_at = time.monotonic()
         self.pending += size
         self.sending += 1
         try:
-            await self._send({"type": "websocket.send", "text": text})
+            await self._send({"type": "websocket.send", "text": data.decode()})
         except Exception:  # the peer went away; the read loop sees the disconnect
             self.closed = True
         else:
@@ -419,7 +432,7 @@ class _Socket:
             self.sending -= 1
 
     async def send_json(self, message: dict[str, Any]) -> None:
-        await self.send(orjson.dumps(message).decode())
+        await self.send(orjson.dumps(message))
 
     # --- messages ---------------------------------------------------------------------
 
@@ -498,7 +511,7 @@ class _Socket:
         await self.close(code, reason)
 
     async def _keep_alive(self, kind: str) -> None:
-        frame = orjson.dumps({"type": kind}).decode()
+        frame = orjson.dumps({"type": kind})
         while not self.closed:
             await self.send(frame)
             await asyncio.sleep(self.server.limits.keep_alive)
@@ -587,9 +600,9 @@ class _Socket:
         await self.send_json({"id": op_id, "type": self.dialect.complete})
 
     async def _next(self, op_id: str, outcome: Outcome) -> None:
-        payload = outcome.text()
-        head = orjson.dumps(op_id).decode()
-        await self.send(f'{{"id":{head},"type":"{self.dialect.next}","payload":{payload}}}')
+        # The payload as encoded once for every subscriber of the event, in bytes as written.
+        middle = self.dialect.next_middle
+        await self.send(b"".join((b'{"id":', orjson.dumps(op_id), middle, outcome.encoded(), b"}")))
 
 
 def _request(payload: Any) -> Request | None:

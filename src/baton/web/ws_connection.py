@@ -9,11 +9,18 @@ with their headers (about 4 KB, the request also in the frame of websockets' par
 long as the socket lives. This subclass swaps the queue and the event for a deque and a
 future made only while something waits, and lets the handshake go once the socket is
 accepted. The ASGI behaviour is uvicorn's own.
+
+It also offers the app a way past ASGI for the frame every subscriber of an event gets:
+`write_text` writes a text frame to the connection at once when nothing stands in the way
+(the connection open, not paused, no extension to apply), and otherwise leaves it to ASGI's
+`send`. Fanning one event out to 10,000 sockets, the message dict, uvicorn's checks and
+websockets' framing and buffering were a sixth of the CPU per delivery besides the write itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections import deque
 from typing import Any, cast
 
@@ -114,3 +121,27 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
                 conn.reader.buffer = bytearray()
                 conn.parser = conn.parse()
                 next(conn.parser)
+
+    def write_text(self, data: bytes) -> bool:
+        """Write `data` (UTF-8) as one text frame now; False, writing nothing, when only
+        ASGI's `send` may (paused for the peer, closing or closed, an extension negotiated),
+        so that it waits, raises or drops the message as uvicorn does."""
+        conn = self.conn
+        if (
+            self.close_sent
+            or self.disconnected
+            or not self.writable.is_set()
+            or conn.state is not State.OPEN
+            or conn.extensions
+        ):
+            return False
+        size = len(data)
+        # A server's frames are not masked: FIN and the opcode, then the length.
+        if size < 126:
+            head = struct.pack("!BB", 0x81, size)
+        elif size < 65536:
+            head = struct.pack("!BBH", 0x81, 126, size)
+        else:
+            head = struct.pack("!BBQ", 0x81, 127, size)
+        self.transport.write(head + data)
+        return True

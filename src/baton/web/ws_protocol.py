@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cached_property
 
 TRANSPORT_WS = "graphql-transport-ws"
 LEGACY_WS = "graphql-ws"
@@ -42,6 +43,11 @@ class Dialect:
     complete: str  # server -> client: an operation ended
     keep_alive: str | None  # sent periodically by the server
     refuse_with_message: bool  # send `connection_error` before closing a refused connection
+
+    @cached_property
+    def next_middle(self) -> bytes:
+        """What a `next` message holds between its id and its payload."""
+        return f',"type":"{self.next}","payload":'.encode()
 
 
 TRANSPORT = Dialect(
