@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 REGISTRY = CollectorRegistry()
 
@@ -23,15 +29,49 @@ MOVES = Counter(
 LIVE_SUBSCRIPTIONS = Gauge(
     "baton_live_subscriptions", "Subscriptions open on this process.", registry=REGISTRY
 )
-EVENTS_DELIVERED = Counter(
-    "baton_events_delivered", "Events sent to subscribers.", registry=REGISTRY
-)
-DELIVERY_LAG = Histogram(
-    "baton_event_delivery_lag_seconds",
-    "From an event's commit to its send to a subscriber.",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-    registry=REGISTRY,
-)
+
+
+class Deliveries(Collector):
+    """Events sent to subscribers (`baton_events_delivered`) and the time from each one's
+    commit to its send (`baton_event_delivery_lag_seconds`), counted in plain attributes and
+    read at scrape time. The live fan-out counts each of thousands of deliveries of an event:
+    prometheus_client's checks and lock per call were a twentieth of its CPU at 10,000
+    subscribers. Only the event loop counts, so no two counts run at once."""
+
+    BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+    def __init__(self) -> None:
+        self.created = time.time()
+        self.count = 0
+        self.lag_sum = 0.0
+        self.buckets = [0] * (len(self.BOUNDS) + 1)  # the last: past every bound
+
+    def sent(self, lag: float) -> None:
+        """One event sent to one subscriber, `lag` seconds after its commit."""
+        self.count += 1
+        self.lag_sum += lag
+        self.buckets[bisect_left(self.BOUNDS, lag)] += 1  # the first bound >= lag
+
+    def collect(self) -> Iterator[Metric]:
+        counter = CounterMetricFamily("baton_events_delivered", "Events sent to subscribers.")
+        counter.add_metric([], self.count, created=self.created)
+        yield counter
+        cumulative, buckets = 0, []
+        for bound, n in zip(
+            (*map(floatToGoString, self.BOUNDS), "+Inf"), self.buckets, strict=True
+        ):
+            cumulative += n
+            buckets.append((bound, float(cumulative)))
+        yield HistogramMetricFamily(
+            "baton_event_delivery_lag_seconds",
+            "From an event's commit to its send to a subscriber.",
+            buckets=buckets,
+            sum_value=self.lag_sum,
+        )
+
+
+DELIVERIES = Deliveries()
+REGISTRY.register(DELIVERIES)
 DB_STATEMENTS = Counter(
     "baton_db_statements",
     "SQL statements sent to PostgreSQL (each one round trip; BEGIN and COMMIT included).",

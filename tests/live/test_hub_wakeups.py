@@ -18,6 +18,7 @@ from baton.live.backends import PostgresBackend
 from baton.live.filters import EventFilter
 from baton.live.hub import EventHub
 from baton.live.logs import TASK_LOG
+from baton.metrics import REGISTRY
 from baton.protocol.handoff import TaskState
 from baton.services.tasks import TaskService
 from baton.store.db import Database, libpq_url
@@ -111,3 +112,36 @@ async def test_an_id_announced_by_another_process_wakes_the_reader_once(
         await broadcast.publish(TASK_LOG.channel, str(event_id))
         await asyncio.sleep(0.3)
         assert [e.id for e in follower.received] == [event_id]
+
+
+async def test_every_delivery_is_counted_with_its_lag_in_the_metrics(
+    db: Database, world: World, hub: EventHub[EventRecord]
+) -> None:
+    def sample(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    service = TaskService(db, on_commit=hub.publish)
+    task = await world.task_in(TaskState.working)
+    before = {
+        name: sample(name)
+        for name in (
+            "baton_events_delivered_total",
+            "baton_event_delivery_lag_seconds_count",
+            "baton_event_delivery_lag_seconds_sum",
+        )
+    }
+    slowest = REGISTRY.get_sample_value("baton_event_delivery_lag_seconds_bucket", {"le": "10.0"})
+    async with Follower(hub, world) as first, Follower(hub, world) as second:
+        await service.save_checkpoint(agent(world.assignee), task.id, checkpoint())
+        await first.next()
+        await second.next()
+    assert sample("baton_events_delivered_total") == before["baton_events_delivered_total"] + 2
+    lags = sample("baton_event_delivery_lag_seconds_count")
+    assert lags == before["baton_event_delivery_lag_seconds_count"] + 2
+    lag = (
+        sample("baton_event_delivery_lag_seconds_sum")
+        - before["baton_event_delivery_lag_seconds_sum"]
+    )
+    assert 0 < lag < 10  # two deliveries, each a moment after the commit
+    within = REGISTRY.get_sample_value("baton_event_delivery_lag_seconds_bucket", {"le": "10.0"})
+    assert within == (slowest or 0.0) + 2

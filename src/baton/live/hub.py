@@ -34,7 +34,7 @@ import orjson
 from broadcaster import Broadcast
 
 from baton.access.principals import Principal
-from baton.metrics import DELIVERY_LAG, EVENTS_DELIVERED, LIVE_SUBSCRIPTIONS
+from baton.metrics import DELIVERIES, LIVE_SUBSCRIPTIONS
 from baton.store.db import Connection, Database
 from baton.store.eventlog import READABLE_BELOW, newest_readable
 from baton.store.sql import Params
@@ -460,7 +460,6 @@ class EventHub(Generic[E]):
 
     @staticmethod
     def _sent(event: E) -> E:
-        EVENTS_DELIVERED.inc()
         # `at` is the writing transaction's timestamp, a hair before its commit.
-        DELIVERY_LAG.observe(max(0.0, (datetime.now(UTC) - event.at).total_seconds()))
+        DELIVERIES.sent(max(0.0, (datetime.now(UTC) - event.at).total_seconds()))
         return event
