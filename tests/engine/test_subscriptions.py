@@ -11,8 +11,10 @@ from functools import partial
 import pytest
 import strawberry
 
+from baton.budget import current_budget, request_budget
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Outcome, Request
+from baton.engine.sharing import EXECUTION, SharedOutcomes
 
 completions = 0
 
@@ -94,8 +96,6 @@ async def _all(stream: AsyncGenerator[Outcome, None]) -> list[Outcome]:
 
 
 async def test_shared_executions_are_bounded_by_the_bytes_their_outcomes_hold() -> None:
-    from baton.engine.sharing import SharedOutcomes
-
     shared: SharedOutcomes[bytes] = SharedOutcomes(max_bytes=10_000, size=len)
 
     async def big(n: int) -> bytes:
@@ -114,8 +114,6 @@ async def _value(value: bytes) -> bytes:
 
 
 async def test_a_waiter_that_leaves_a_shared_execution_does_not_stop_it_for_the_others() -> None:
-    from baton.engine.sharing import SharedOutcomes
-
     shared: SharedOutcomes[str] = SharedOutcomes()
     release = asyncio.Event()
     runs = 0
@@ -137,8 +135,6 @@ async def test_a_waiter_that_leaves_a_shared_execution_does_not_stop_it_for_the_
 
 
 async def test_a_shared_execution_that_fails_fails_every_waiter() -> None:
-    from baton.engine.sharing import SharedOutcomes
-
     shared: SharedOutcomes[str] = SharedOutcomes()
     release = asyncio.Event()
 
@@ -154,8 +150,6 @@ async def test_a_shared_execution_that_fails_fails_every_waiter() -> None:
 
 
 async def test_an_execution_that_needs_no_waiting_is_shared_without_a_turn_of_the_loop() -> None:
-    from baton.engine.sharing import SharedOutcomes
-
     shared: SharedOutcomes[str] = SharedOutcomes()
     runs = 0
 
@@ -174,9 +168,6 @@ async def test_an_execution_that_needs_no_waiting_is_shared_without_a_turn_of_th
 
 
 async def test_an_execution_that_waits_keeps_its_context_to_itself() -> None:
-    from baton.budget import current_budget, request_budget
-    from baton.engine.sharing import SharedOutcomes
-
     shared: SharedOutcomes[list[int] | None] = SharedOutcomes()
 
     async def budgeted() -> list[int] | None:
@@ -189,8 +180,6 @@ async def test_an_execution_that_waits_keeps_its_context_to_itself() -> None:
 
 
 async def test_a_cancelled_execution_is_cancelled_inside_and_for_every_waiter() -> None:
-    from baton.engine.sharing import SharedOutcomes
-
     shared: SharedOutcomes[str] = SharedOutcomes()
     cleaned = asyncio.Event()
 
@@ -203,8 +192,23 @@ async def test_a_cancelled_execution_is_cancelled_inside_and_for_every_waiter() 
 
     waiters = [asyncio.create_task(shared.get("event", forever)) for _ in range(2)]
     await asyncio.sleep(0)
-    [execution] = [t for t in asyncio.all_tasks() if t.get_name() == "baton-shared-execution"]
+    [execution] = [t for t in asyncio.all_tasks() if t.get_name() == EXECUTION]
     execution.cancel()
     results = await asyncio.gather(*waiters, return_exceptions=True)
     assert cleaned.is_set()
     assert [type(r) for r in results] == [asyncio.CancelledError, asyncio.CancelledError]
+
+
+async def test_a_timeout_the_execution_sets_before_it_waits_ends_the_execution_only() -> None:
+    shared: SharedOutcomes[str] = SharedOutcomes()
+
+    async def timed() -> str:
+        try:
+            async with asyncio.timeout(0.05):  # entered in the first step, run at once
+                await asyncio.sleep(5)
+        except TimeoutError:
+            return "timed out"
+        return "slept"
+
+    # The subscriber that started it is not the one cancelled when the timeout expires.
+    assert await asyncio.wait_for(shared.get("event", timed), 2) == "timed out"

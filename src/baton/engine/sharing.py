@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Hashable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+EXECUTION = "baton-shared-execution"  # the name of the tasks that run shared executions
 
 
 def share_key(item: Any) -> Hashable | None:
@@ -78,29 +81,43 @@ class SharedOutcomes(Generic[T]):
         return result
 
     def _start(self, compute: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
-        """The execution, run at once as far as it goes without waiting (as Python 3.12's
-        eager tasks do), in a context of its own as a task's. An execution that needs no I/O
-        (an event's fields are all in the event) is done before any subscriber waits: none of
-        them then takes a second turn of the loop for it, which was a tenth of the fan-out's
-        CPU at 10,000 subscribers. One that waits goes on as a task."""
+        """The execution as a task that runs at once as far as it goes without waiting (an
+        eager task, Python 3.12's, emulated on 3.11). An execution that needs no I/O (an
+        event's fields are all in the event) is done before any subscriber waits: none of them
+        then takes a second turn of the loop for it, which was a tenth of the fan-out's CPU at
+        10,000 subscribers. It runs as its own task from the start, in a context of its own,
+        so what it binds to the current task (a timeout) stays with it, not with the
+        subscriber that happened to start it."""
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
         coro = _coroutine(compute())
-        future: asyncio.Future[T]
+        if sys.version_info >= (3, 12):
+            task: asyncio.Task[T] = asyncio.Task(  # type: ignore[call-arg,unused-ignore]
+                coro, loop=loop, name=EXECUTION, context=context, eager_start=True
+            )
+            task.add_done_callback(self._release)
+            return task
+        resumed = _Resumed(coro)
+        task = loop.create_task(resumed, name=EXECUTION, context=context)
+        current = asyncio.current_task(loop)
+        if current is not None:
+            asyncio.tasks._leave_task(loop, current)
+        asyncio.tasks._enter_task(loop, task)
         try:
-            step = context.run(coro.send, None)
-        except StopIteration as stop:
-            future = loop.create_future()
-            future.set_result(stop.value)
-            return future
-        except Exception as exc:
-            future = loop.create_future()
-            future.set_exception(exc)
-            return future
-        future = loop.create_task(
-            _Resumed(coro, step), name="baton-shared-execution", context=context
-        )
-        future.add_done_callback(self._release)
+            context.run(resumed.first_step)
+        finally:
+            asyncio.tasks._leave_task(loop, task)
+            if current is not None:
+                asyncio.tasks._enter_task(loop, current)
+        task.add_done_callback(self._release)
+        if resumed.ended is None:
+            return task  # waiting: the task goes on from where the first step stopped
+        # Done already: the task only ends at its first turn, so the answer is shared now.
+        future = loop.create_future()
+        if isinstance(resumed.ended, StopIteration):
+            future.set_result(resumed.ended.value)
+        else:
+            future.set_exception(resumed.ended)
         return future
 
     def _evict(self) -> None:
@@ -122,20 +139,31 @@ def _coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
 
 
 class _Resumed(Coroutine[Any, Any, T]):
-    """A coroutine that has already taken its first step, for a task to drive from there:
-    the first `send` hands the task the step it yielded, and everything else (the task's
-    cancellation too, even before that first `send`) goes to the coroutine itself."""
+    """A coroutine for a task to drive whose first step was taken before the task's first
+    turn (`first_step`, with the task current): that turn hands the task what the step
+    yielded, or ends it as the step did; everything after (the task's cancellation too, even
+    before that turn) goes to the coroutine itself."""
 
-    __slots__ = ("_coro", "_started", "_step")
+    __slots__ = ("_coro", "_started", "_step", "ended")
 
-    def __init__(self, coro: Coroutine[Any, Any, T], step: Any) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
         self._coro = coro
-        self._step = step
+        self._step: Any = None
         self._started = False
+        # How the first step ended the coroutine: its return, its exception; None: it waits.
+        self.ended: StopIteration | BaseException | None = None
+
+    def first_step(self) -> None:
+        try:
+            self._step = self._coro.send(None)
+        except BaseException as exc:  # StopIteration: it returned
+            self.ended = exc
 
     def send(self, value: Any) -> Any:
         if not self._started:
             self._started = True
+            if self.ended is not None:
+                raise self.ended
             step, self._step = self._step, None
             return step
         return self._coro.send(value)
