@@ -35,8 +35,9 @@ class Deliveries(Collector):
     """Events sent to subscribers (`baton_events_delivered`) and the time from each one's
     commit to its send (`baton_event_delivery_lag_seconds`), counted in plain attributes and
     read at scrape time. The live fan-out counts each of thousands of deliveries of an event:
-    prometheus_client's checks and lock per call were a twentieth of its CPU at 10,000
-    subscribers. Only the event loop counts, so no two counts run at once."""
+    prometheus_client's checks and lock per call cost about 2 of the 34 µs of CPU per delivery
+    at 10,000 subscribers (bench.live_delivery). Only the event loop counts, so no two counts
+    run at once."""
 
     BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 

@@ -14,7 +14,8 @@ It also offers the app a way past ASGI for the frame every subscriber of an even
 `write_text` writes a text frame to the connection at once when nothing stands in the way
 (the connection open, not paused, no extension to apply), and otherwise leaves it to ASGI's
 `send`. Fanning one event out to 10,000 sockets, the message dict, uvicorn's checks and
-websockets' framing and buffering were a sixth of the CPU per delivery besides the write itself.
+websockets' framing and buffering cost about 2 of the 36 µs of CPU per delivery
+(bench.live_delivery).
 """
 
 from __future__ import annotations
