@@ -201,7 +201,7 @@ class RedisBackend(BroadcastBackend):
                 delay = min(delay * 2, BACKOFF_MAX)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                    await pubsub.aclose()
 
 
 async def _confirm_subscriptions(pubsub: Any, channels: set[str], wait: float) -> None:
