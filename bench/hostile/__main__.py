@@ -1,0 +1,3 @@
+from bench.hostile import main
+
+raise SystemExit(main())
