@@ -126,7 +126,7 @@ def test_token_commands_say_which_database_and_never_print_a_secret(
     assert listed.returncode == 0, listed.stderr
     assert token not in listed.stdout
     header, *rows = listed.stdout.splitlines()
-    assert header.split()[:3] == ["ID", "PRINCIPAL", "KIND"]
+    assert header.split()[:4] == ["ID", "TOKEN", "PRINCIPAL", "KIND"]
     mine = [row for row in rows if "clilist/a" in row][-1]
     token_id = mine.split()[0]
 
@@ -138,6 +138,41 @@ def test_token_commands_say_which_database_and_never_print_a_secret(
         if r.startswith(token_id + " ")
     ]
     assert again and again[0].rstrip().split()[-1] != "-"  # the REVOKED column is filled
+
+
+def test_two_tokens_of_one_principal_are_told_apart_to_revoke_one(
+    database_url: str, engine: AsyncEngine
+) -> None:
+    env = {"BATON_DATABASE_URL": database_url}
+    minted = []
+    for _ in range(2):  # the same principal, the same minute
+        created = baton("token", "create", "--principal", "clitwins/a", env=env)
+        assert created.returncode == 0, created.stderr
+        said = re.search(
+            r"^baton: token (\d+) \((baton_\S{6})…\) for clitwins/a; ", created.stderr, re.M
+        )
+        assert said is not None, created.stderr
+        token = created.stdout.strip()
+        assert token.startswith(said[2]) and token != said[2]
+        minted.append((said[1], said[2], token))
+    (first_id, first_prefix, first), (second_id, second_prefix, second) = minted
+    assert first_id != second_id and first_prefix != second_prefix
+
+    def rows() -> dict[str, list[str]]:
+        listed = baton("token", "list", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert first not in listed.stdout and second not in listed.stdout
+        return {row.split()[0]: row.split() for row in listed.stdout.splitlines()[1:]}
+
+    before = rows()
+    assert before[first_id][1:3] == [f"{first_prefix}…", "clitwins/a"]
+    assert before[second_id][1:3] == [f"{second_prefix}…", "clitwins/a"]
+
+    # The holder of the second token finds its row by the prefix and revokes that one alone.
+    mine = next(i for i, row in before.items() if second.startswith(row[1].rstrip("…")))
+    assert baton("token", "revoke", mine, env=env).returncode == 0
+    after = rows()
+    assert after[second_id][-1] != "-" and after[first_id][-1] == "-"
 
 
 @pytest.mark.parametrize("bad", ["x1", "-1", "1.0", "\u0661", "\uff11"])

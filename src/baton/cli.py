@@ -399,7 +399,7 @@ async def _with_db(settings: Settings, work: Any, *, new_ok: bool = False) -> An
 
 def _token_create(args: argparse.Namespace, settings: Settings) -> int:
     from baton.access.principals import Principal
-    from baton.access.tokens import create_token, parse_duration
+    from baton.access.tokens import mint_token, parse_duration
     from baton.errors import InvalidInput
 
     try:
@@ -417,14 +417,20 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
     if not args.create:
         _refuse_new_embedded(settings, can_create=True)
     _say_database(settings)
-    token = asyncio.run(
+    minted = asyncio.run(
         _with_db(
             settings,
-            lambda db: create_token(db, principal, expires_in=expires_in),
+            lambda db: mint_token(db, principal, expires_in=expires_in),
             new_ok=args.create,
         )
     )
-    print(token)
+    print(minted.token)
+    # stdout stays the token alone (TOKEN=$(baton token create …)); the id is for revoking.
+    print(
+        f"baton: token {minted.id} ({minted.prefix}…) for {principal.handle}; "
+        f"revoke it with `baton token revoke {minted.id}`",
+        file=sys.stderr,
+    )
     if args.create:
         print(
             "baton: --create: the token is in this database; a server using another one refuses it",
@@ -446,7 +452,7 @@ def _token_list(args: argparse.Namespace, settings: Settings) -> int:
     _say_database(settings)
     tokens = asyncio.run(_with_db(settings, list_tokens))
     now = datetime.now().astimezone()
-    header = ("ID", "PRINCIPAL", "KIND", "CREATED", "LAST USED", "EXPIRES", "REVOKED")
+    header = ("ID", "TOKEN", "PRINCIPAL", "KIND", "CREATED", "LAST USED", "EXPIRES", "REVOKED")
     rows = [header]
     for t in tokens:
         expires = _when(t.expires_at, now)
@@ -455,6 +461,7 @@ def _token_list(args: argparse.Namespace, settings: Settings) -> int:
         rows.append(
             (
                 str(t.id),
+                f"{t.prefix}…" if t.prefix else "-",
                 t.principal.handle,
                 t.principal.kind.value.lower(),
                 _when(t.created_at, now),
@@ -584,7 +591,9 @@ def parser() -> argparse.ArgumentParser:
 
     token = sub.add_parser("token", help="manage API tokens")
     token_sub = token.add_subparsers(dest="token_command", required=True)
-    create = token_sub.add_parser("create", help="mint a token; prints only the token")
+    create = token_sub.add_parser(
+        "create", help="mint a token; prints only the token (its id goes to stderr)"
+    )
     who = create.add_mutually_exclusive_group(required=True)
     who.add_argument("--principal", help="an agent owner/agent or an owner")
     who.add_argument("--admin", action="store_true", help="a token for operations")

@@ -19,6 +19,9 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.store.db import Database
 
 PREFIX = "baton_"
+# What `baton token list` shows of a token: `baton_` and six of its 43 random characters, 36 of
+# its 256 bits, enough to tell one principal's tokens apart and far from enough to guess one.
+SHOWN_LENGTH = len(PREFIX) + 6
 MAX_TOKEN_LENGTH = 200
 LAST_USED_EVERY = timedelta(seconds=60)
 
@@ -62,36 +65,57 @@ class TokenInfo:
 
     id: int
     principal: Principal
+    prefix: str | None  # None for tokens minted before prefixes were kept
     created_at: datetime
     last_used_at: datetime | None
     expires_at: datetime | None
     revoked_at: datetime | None
 
 
-async def create_token(
+@dataclass(frozen=True)
+class Minted:
+    """A new token: the secret (shown once), its id and the prefix the list shows."""
+
+    id: int
+    token: str
+
+    @property
+    def prefix(self) -> str:
+        return self.token[:SHOWN_LENGTH]
+
+
+async def mint_token(
     db: Database, principal: Principal, *, expires_in: timedelta | None = None
-) -> str:
+) -> Minted:
     token = PREFIX + secrets.token_urlsafe(32)
-    await db.execute(
-        "INSERT INTO api_tokens (token_hash, kind, handle, expires_at) "
-        "VALUES ($1, $2, $3, now() + $4::interval)",
+    token_id: int = await db.fetchval(
+        "INSERT INTO api_tokens (token_hash, prefix, kind, handle, expires_at) "
+        "VALUES ($1, $2, $3, $4, now() + $5::interval) RETURNING id",
         digest(token),
+        token[:SHOWN_LENGTH],
         principal.kind.value,
         principal.handle,
         expires_in,
     )
-    return token
+    return Minted(token_id, token)
+
+
+async def create_token(
+    db: Database, principal: Principal, *, expires_in: timedelta | None = None
+) -> str:
+    return (await mint_token(db, principal, expires_in=expires_in)).token
 
 
 async def list_tokens(db: Database) -> list[TokenInfo]:
     rows = await db.fetch(
-        "SELECT id, kind, handle, created_at, last_used_at, expires_at, revoked_at "
+        "SELECT id, prefix, kind, handle, created_at, last_used_at, expires_at, revoked_at "
         "FROM api_tokens ORDER BY id"
     )
     return [
         TokenInfo(
             id=row["id"],
             principal=Principal(PrincipalKind(row["kind"]), row["handle"]),
+            prefix=row["prefix"],
             created_at=row["created_at"],
             last_used_at=row["last_used_at"],
             expires_at=row["expires_at"],

@@ -126,6 +126,8 @@ class ApiTokenRow(SQLModel, table=True):
 
     id: int = Field(sa_column=Column(BigInteger, Identity(always=False), primary_key=True))
     token_hash: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    # The token's first characters, not secret (see baton.access.tokens); null before 0011.
+    prefix: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     kind: str = Field(sa_column=Column(Text, nullable=False))
     handle: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = _ts(server_default=text("now()"))
