@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from baton.access.tokens import create_token
 from tests.conftest import TUNED, LiveServer, TunedServer
 from tests.helpers import World
 from tests.live.client import TASK_EVENTS, HTTPClient, hand_off_via, move_mutation
+from tests.proxy import DatabaseProxy
 from tests.sse.test_revocation import SLACK, revoke
 
 CHECK = float(TUNED["BATON_TOKEN_CHECK_SECONDS"])
@@ -133,3 +136,65 @@ async def test_a_revoked_token_ends_the_npm_clients_stream(
         ended = await client.line(wait=CHECK + SLACK)
         assert await client.line() == {"complete": True}
     assert ended["next"]["errors"][0]["extensions"]["code"] == "unauthenticated"
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_SCRIPT = re.compile(r"```js\n(// follow\.mjs.*?)```", re.S)
+
+
+async def test_the_readmes_javascript_client_replays_follows_and_resumes_after_a_cut(
+    live_server: LiveServer, world: World, graphql_sse_client: Path
+) -> None:
+    """The README's graphql-sse example, run as written on Node (only its URL pointed at this
+    server, through a proxy the test can cut): it replays, follows live events and, after the
+    connection is cut, resubscribes from the newest id it saw, with nothing missed or shown
+    twice."""
+    found = README_SCRIPT.search(README.read_text())
+    assert found is not None, "the README's follow.mjs example is missing"
+    with DatabaseProxy(live_server.url) as proxy:  # any TCP upstream: here the server
+        source = found[1].replace("http://127.0.0.1:8000", f"http://127.0.0.1:{proxy.port}")
+        assert source != found[1]
+        script = graphql_sse_client.with_name("follow.mjs")
+        script.write_text(source)
+        await world.decide(GateDecision.ALLOW)
+        token = await live_server.token(world.roles["requester"])
+        requester = HTTPClient(live_server.url, token)
+        assignee = HTTPClient(live_server.url, await live_server.token(world.roles["assignee"]))
+        process = await asyncio.create_subprocess_exec(
+            "node",
+            str(script),
+            env={**os.environ, "TOKEN": token},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert process.stdout is not None and process.stderr is not None
+        try:
+            handed = await hand_off_via(requester, world.project, world.requester, world.assignee)
+            task_id = handed["task"]["id"]
+            seen: list[dict[str, Any]] = []
+
+            async def until(state: str) -> None:
+                assert process.stdout is not None
+                while not any(e["taskId"] == task_id and e["toState"] == state for e in seen):
+                    line = await asyncio.wait_for(process.stdout.readline(), 30)
+                    assert line, "the script exited"
+                    seen.append(json.loads(line))
+
+            await until("routed")  # replayed from "0", then live
+            proxy.cut()
+            proxy.restore()
+            cut = await asyncio.wait_for(process.stderr.readline(), 30)
+            assert b"resuming after" in cut
+            accepted = await assignee(move_mutation("acceptTask"), id=task_id)
+            assert accepted["acceptTask"]["__typename"] == "MoveSuccess"
+            await until("accepted")
+        finally:
+            await requester.aclose()
+            await assignee.aclose()
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+    ids = [int(e["id"]) for e in seen]
+    assert ids == sorted(set(ids)), "an event was shown twice or out of order"
+    mine = [e["toState"] for e in seen if e["taskId"] == task_id]
+    assert mine == ["requested", "routed", "accepted"]
