@@ -171,7 +171,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "version-conflict",
         "a move with a stale expectedVersion changes nothing",
         "src/baton/store/lifecycle.py",
-        '        guards = [*guards, f"old.version = {p(expected_version)}"]',
+        '        guards = [*guards, f"old.version = {version}"]',
         "        guards = [*guards]",
         (_t("tests/api/test_moves.py", "-k", "version"), _t("tests/store/test_concurrency.py")),
     ),
