@@ -58,6 +58,11 @@ async def test_a_run_driven_through_its_checkpoints_fills_the_progress_bar(
     progress = item.locator("progress")
     await expect(progress).to_have_attribute("value", "0")
     await expect(item).to_contain_text("Backlog")
+    # A run in the queue has reached nothing and nobody works towards anything yet.
+    steps = item.locator("ol.steps li")
+    await expect(steps).to_have_count(7)
+    await expect(item.locator("ol.steps li.todo")).to_have_count(7)
+    await expect(steps.first).to_contain_text("○")
 
     # The owner interrupts and resumes it from the page.
     await item.get_by_role("button", name="Interrupt run").click()
@@ -68,6 +73,11 @@ async def test_a_run_driven_through_its_checkpoints_fills_the_progress_bar(
     # The runner asks a question; the owner answers it on the page.
     run_id = run["id"]
     await drive(runner, types, "claimRun", id=run_id)
+    # Claimed: the first checkpoint is the one being worked towards, and only it.
+    await expect(item.locator("ol.steps li.current")).to_have_count(1)
+    current = item.locator('ol.steps li.current[data-checkpoint="plans_complete"]')
+    await expect(current).to_contain_text("◐")
+    await expect(item.locator("ol.steps li.done")).to_have_count(0)
     await drive(runner, types, "requestUserInput", id=run_id, questions=["Which branch?"])
     await expect(item).to_contain_text("Needs your input")
     await item.get_by_label("Which branch?").fill("main")

@@ -79,11 +79,17 @@ export function mount(ctx, root) {
   })();
 
   // The bar counts checkpoints reached; the steps list the ones to reach (the first value,
-  // `none`, is where a run starts, not a step): reached ✓, the one worked towards ●, later ○.
+  // `none`, is where a run starts, not a step): reached ✓, the one a runner is working towards
+  // ◐ (only while the run is in progress: a run in the queue or parked works towards nothing),
+  // later ones ○.
   function progress(run, checkpoints) {
     const at = Math.max(checkpoints.indexOf(run.checkpoint), 0);
     const max = checkpoints.length - 1;
-    const step = (i) => (i <= at ? ["done", "✓", "reached"] : i === at + 1 ? ["current", "●", "next"] : ["todo", "○", "to do"]);
+    const working = run.status === "in_progress";
+    const step = (i) =>
+      i <= at ? ["done", "✓", "reached"]
+      : i === at + 1 && working ? ["current", "◐", "in progress"]
+      : ["todo", "○", "to do"];
     return h(
       "div",
       { class: "run-progress" },
