@@ -2,9 +2,9 @@
 
 A NUL character or a lone surrogate is valid JSON, and GraphQL lets a string literal spell NUL
 as an escape, but either fails deep inside the database driver. The engine checks the query text
-(once, with its parse) and the variables (per request) with `unstorable`, which makes them an
-`invalid_input` error for every argument of every operation, over HTTP and WebSocket alike;
-services called directly check the texts they store with it too.
+(once, with its parse) with `unstorable`; every request's input (GraphQL variables, MCP tool
+arguments) is checked with it by `baton.inputs`, which makes them an `invalid_input` error for
+every argument of every door; services called directly check the texts they store with it too.
 """
 
 from __future__ import annotations
@@ -12,10 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 MAX_DEPTH = 64
+TOO_DEEP = "input nested too deeply"
 
 
 def unstorable(value: object, path: str = "", depth: int = 0) -> str | None:
     """Why `value` (decoded JSON) cannot be stored, naming where, or None."""
+    found = unstorable_at(value, path, depth)
+    if found is None:
+        return None
+    where, reason = found
+    return f"{reason} (at {where})" if where else reason
+
+
+def unstorable_at(value: object, path: str = "", depth: int = 0) -> tuple[str, str] | None:
+    """Where in `value` (decoded JSON) and why it cannot be stored, or None."""
     if _storable(value, depth):
         return None  # the common case, told without naming every place on the way
     return _why(value, path, depth)
@@ -51,17 +61,16 @@ def _storable(value: object, depth: int) -> bool:
     return True
 
 
-def _why(value: object, path: str, depth: int) -> str | None:
-    where = f" (at {path})" if path else ""
+def _why(value: object, path: str, depth: int) -> tuple[str, str] | None:
     if depth > MAX_DEPTH:
-        return f"input nested too deeply{where}"
+        return path, TOO_DEEP
     if isinstance(value, str):
         if "\x00" in value:
-            return f"strings may not contain the NUL character{where}"
+            return path, "strings may not contain the NUL character"
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return f"strings must be valid Unicode, with no lone surrogates{where}"
+            return path, "strings must be valid Unicode, with no lone surrogates"
         return None
     children: Iterable[tuple[str, object]]
     if isinstance(value, dict):
@@ -73,7 +82,7 @@ def _why(value: object, path: str, depth: int) -> str | None:
     else:
         return None
     for child_path, child in children:
-        reason = _why(child, child_path, depth + 1)
-        if reason is not None:
-            return reason
+        found = _why(child, child_path, depth + 1)
+        if found is not None:
+            return found
     return None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from baton.inputs import MAX_VALUES
+
 MIB = 1024 * 1024
 
 
@@ -18,9 +20,8 @@ class Limits:
     max_nesting: int = 32
     max_same_name: int = 30
     # Values in one request's variables (each scalar, list and object counts one), counted
-    # before they are coerced (graphql-core takes some 20 µs a value): no request of the
-    # schema needs more than about a thousand.
-    max_variable_values: int = 2_000
+    # before they are coerced: the bound every door's input is held to (`baton.inputs`).
+    max_variable_values: int = MAX_VALUES
     # The most values an operation's response can hold, worst case (see `baton.engine.cost`).
     max_cost: int = 50_000
     # At run time, as a second line of defence: rows one request may load, and its duration.

@@ -37,6 +37,7 @@ from graphql import (
 from graphql.execution.values import VariableValues
 from strawberry.schema.schema import Schema
 
+from baton import inputs
 from baton.budget import request_budget
 from baton.engine.cost import CostModel, CostRefusal
 from baton.engine.documents import DocumentCache, Prepared, refusal
@@ -47,7 +48,6 @@ from baton.engine.limits import Limits
 from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
 from baton.engine.sharing import SharedOutcomes, share_key
 from baton.engine.variables import Coercer
-from baton.storable import unstorable
 
 log = logging.getLogger("baton.engine")
 
@@ -134,12 +134,11 @@ class Engine:
     async def _ready(self, request: Request) -> _Ready | Outcome:
         values = 0
         if request.variables is not None:
-            limit = self.limits.max_variable_values
-            values = _count_values(request.variables, limit)
-            reason = f"variables: more than {limit} values" if values > limit else None
-            reason = reason or unstorable(request.variables, "variables")
-            if reason is not None:
-                return refused(refusal(reason))
+            # The check every door's input gets (`baton.inputs`), before coercion.
+            checked = inputs.check(request.variables, "variables", self.limits.max_variable_values)
+            values = checked.values
+            if checked.problem is not None:
+                return refused(refusal(checked.problem.message))
         prepared = await self.documents.prepare(request.query)
         if prepared.errors:
             return refused(*prepared.errors)
@@ -411,21 +410,6 @@ def _too_large(limit: int, kind: OperationType, ran: list[str]) -> Outcome:
         message += f" Mutations that ran (their changes are made): {done}."
     extensions = {"code": "too_expensive", "limit": limit}
     return Outcome(None, [{"message": message, "extensions": extensions}])
-
-
-def _count_values(variables: dict[str, Any], limit: int) -> int:
-    """How many values `variables` hold (each scalar, list and object counts one), counted
-    without recursion and stopping past `limit`."""
-    count = 0
-    stack: list[Any] = [variables]
-    while stack and count <= limit:
-        value = stack.pop()
-        count += 1
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return count
 
 
 def _as_input_error(error: GraphQLError) -> GraphQLError:

@@ -10,7 +10,9 @@ GraphQL input types do.
 Two schemas per tool: the one advertised to clients, with every bound of the seed's schema, and
 its shape (types, required fields, enums, no unknown keys) that the door checks before calling
 the service. Bounds are left to the service, so a value past one fails with exactly the
-`invalid_input` the GraphQL API gives for it.
+`invalid_input` the GraphQL API gives for it; but a whole number's range is part of its type,
+as in GraphQL, whose `Int` is 32-bit: every integer is declared within `baton.inputs`'
+`MIN_INT`..`MAX_INT`, and every shape holds it to that range.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from baton.inputs import MAX_INT, MIN_INT
 from baton.protocol.params import Kind, Param, camel
 from baton.protocol.task_object import (
     CHECKPOINT_SCHEMA,
@@ -74,9 +77,10 @@ def _with_default(name: str, prop: JSONSchema) -> JSONSchema:
 
 
 def shape(schema: Any) -> Any:
-    """`schema` without its bounds (see `BOUNDS`)."""
+    """`schema` without its bounds (see `BOUNDS`), an integer's range being GraphQL's `Int`."""
     if isinstance(schema, Mapping):
-        return {k: shape(v) for k, v in schema.items() if k not in BOUNDS}
+        out = {k: shape(v) for k, v in schema.items() if k not in BOUNDS}
+        return {**out, **INT} if schema.get("type") == "integer" else out
     if isinstance(schema, list):
         return [shape(v) for v in schema]
     return schema
@@ -110,15 +114,25 @@ def seed_object(value: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str
 
 # --- the pieces a tool's input is made of --------------------------------------------------
 
+# A whole number, as GraphQL's `Int` takes it.
+INT: JSONSchema = {"type": "integer", "minimum": MIN_INT, "maximum": MAX_INT}
+
+
+def integer(minimum: int = MIN_INT, maximum: int = MAX_INT, **rest: Any) -> JSONSchema:
+    """An integer property from `minimum` to `maximum`, within GraphQL's `Int`."""
+    if not MIN_INT <= minimum <= maximum <= MAX_INT:
+        raise ValueError(f"{minimum}..{maximum} is not within GraphQL's Int")
+    return {"type": "integer", "minimum": minimum, "maximum": maximum, **rest}
+
+
 _PROPS: Mapping[str, Any] = TASK_SCHEMA["properties"]
 
 TASK_ID: JSONSchema = {"type": "string", "description": "The task's id."}
 RUN_ID: JSONSchema = {"type": "string", "description": "The run's id."}
-EXPECTED_VERSION: JSONSchema = {
-    "type": "integer",
-    "description": "When given and different from the subject's version: version_conflict, "
-    "and nothing changes.",
-}
+EXPECTED_VERSION: JSONSchema = integer(
+    description="When given and different from the subject's version: version_conflict, "
+    "and nothing changes."
+)
 PROJECT: JSONSchema = {**_PROPS["project"], "description": "The project (a slug)."}
 HANDLE: JSONSchema = _PROPS["requester"]
 

@@ -2,10 +2,12 @@
 
 Every handler learns its caller from the HTTP request the door authenticated
 (`baton.mcp.http`), builds the same `Context` the GraphQL resolvers get, and calls the same
-services. A tool's arguments are checked against its input's shape first (types, required
-fields, enums, unknown keys: what GraphQL's type system checks); a refusal, by that check or by
-the service, is a tool error whose structured content is Baton's error as the API gives it
-(`code`, `message`, and the error type's own fields), never an exception trace.
+services. A tool's arguments are held first to the bounds GraphQL's variables are held to, by
+the same check (`baton.inputs`: values, depth, NUL and lone surrogates), then to its input's
+shape (types, required fields, enums, unknown keys, GraphQL's Int range: what GraphQL's type
+system checks); a refusal, by these checks or by the service, is a tool error whose structured
+content is Baton's error as the API gives it (`code`, `message`, and the error type's own
+fields), never an exception trace.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any
 
 import mcp_types as types
 import orjson
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from baton import inputs
 from baton.access.principals import Principal
 from baton.api.context import Context
 from baton.errors import BatonError, InvalidInput
@@ -64,10 +67,21 @@ def _field(error: ValidationError) -> str:
     return out
 
 
+def argument_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
+    """What is wrong with `arguments`, naming the field: first the bounds GraphQL's variables
+    are held to (`baton.inputs`: how many values, how deep, strings PostgreSQL can store),
+    whose walk stops at the bound, so the schema only ever sees input within it; then their
+    shape."""
+    problem = inputs.check(arguments).problem
+    if problem is not None:
+        return problem.error()
+    return shape_problem(tool, arguments)
+
+
 def shape_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
     """What is wrong with `arguments`' shape, as the `invalid_input` GraphQL would give for a
-    value of the wrong type: naming the field."""
-    error = best_match(tool.checker.iter_errors(arguments))
+    value of the wrong type: naming the field. The first error found, not every one."""
+    error = next(iter(tool.checker.iter_errors(arguments)), None)
     if error is None:
         return None
     where = _field(error)
@@ -86,6 +100,11 @@ def shape_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
         return InvalidInput(where or "input", f"must be one of {allowed}")
     if error.validator == "type":
         return InvalidInput(where or "input", f"must be of type {error.validator_value}")
+    if error.validator in ("minimum", "maximum"):  # only GraphQL's Int's range is in a shape
+        return InvalidInput(
+            where or "input",
+            f"must be a whole number from {inputs.MIN_INT} to {inputs.MAX_INT} (GraphQL's Int)",
+        )
     return InvalidInput(where or "input", error.message)
 
 
@@ -142,7 +161,7 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"no tool named {params.name!r}")
         arguments = dict(params.arguments or {})
-        problem = shape_problem(tool, arguments)
+        problem = argument_problem(tool, arguments)
         if problem is not None:
             return refusal(problem)
         try:

@@ -604,13 +604,7 @@ def _enum_list(enum: type[Enum]) -> JSONSchema:
     return {"type": "array", "items": {"type": "string", "enum": [e.value for e in enum]}}
 
 
-_FIRST: JSONSchema = {
-    "type": "integer",
-    "minimum": 0,
-    "maximum": MAX_PAGE,
-    "default": 50,
-    "description": f"At most {MAX_PAGE}.",
-}
+_FIRST: JSONSchema = schemas.integer(0, MAX_PAGE, default=50, description=f"At most {MAX_PAGE}.")
 _AFTER: JSONSchema = {"type": "string", "description": "`pageInfo.endCursor` of the page before."}
 _UPDATED_AFTER: JSONSchema = {"type": "string", "format": "date-time"}
 
@@ -657,18 +651,8 @@ READS: tuple[Tool, ...] = (
                     "enum": [d.value for d in Direction],
                     "default": "BOTH",
                 },
-                "depth": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_GRAPH_DEPTH,
-                    "default": 10,
-                },
-                "first": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_GRAPH_NODES,
-                    "default": 200,
-                },
+                "depth": schemas.integer(0, MAX_GRAPH_DEPTH, default=10),
+                "first": schemas.integer(0, MAX_GRAPH_NODES, default=200),
             },
             ["ids"],
         ),
