@@ -82,9 +82,10 @@ async def test_the_runs_view_shows_failures_answers_pull_requests_and_status_col
     await expect(item(done).locator(".steps li.done")).to_have_count(7)
     await expect(steps.first).to_contain_text("plans complete")
     await expect(page.locator('.steps li[data-checkpoint="none"]')).to_have_count(0)
-    # A fresh run works towards its first checkpoint: nothing reached yet.
+    # A fresh run waits in the queue: nothing reached, nothing being worked towards yet.
     await expect(item(fresh).locator(".steps li.done")).to_have_count(0)
-    await expect(item(fresh).locator(".steps li.current")).to_contain_text("plans complete")
+    await expect(item(fresh).locator(".steps li.current")).to_have_count(0)
+    await expect(item(fresh).locator(".steps li.todo").first).to_contain_text("○ plans complete")
 
     # Each status has its own colour ("Failed" is not the blue of "In review").
     colours = {}
