@@ -17,22 +17,34 @@ import argparse
 import asyncio
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from baton.access.principals import Principal
-from baton.access.tokens import create_token
-from baton.store.db import Database
 from bench.server import Server, bench_database, start_server, stop_server
 
-from . import graphql
+from . import graphql, mcp_tools
 from .common import Row, measure, table
 
 # A door's attacks: (server, a token of the owner `bench`, seconds per attack, attackers).
 Door = Callable[[Server, str, float, int], Awaitable[list[Row]]]
-DOORS: dict[str, Door] = {"graphql": graphql.attacks}
+DOORS: dict[str, Door] = {"graphql": graphql.attacks, "mcp-tools": mcp_tools.attacks}
+
+
+async def bench_token(url: str, env: dict[str, str]) -> str:
+    """A token of the owner `bench`, minted by the server's own code (`baton token create`
+    from `--src` when given: the tokens table may differ between versions)."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "baton.cli", "token", "create", "--principal", "bench"],
+        env={**os.environ, "BATON_DATABASE_URL": url, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -41,11 +53,7 @@ async def main_async(args: argparse.Namespace) -> int:
         log = Path(tempfile.mkdtemp(prefix="baton-hostile-"), "serve.log")
         server = start_server(url, log, env=env)
         try:
-            db = await Database.connect(url, min_size=1, max_size=1)
-            try:
-                token = await create_token(db, Principal.parse("bench"))
-            finally:
-                await db.close()
+            token = await bench_token(url, env)
             rows = [await measure(server, token, "none (the victim alone)", None, args.seconds)]
             for door in args.doors:
                 for row in await DOORS[door](server, token, args.seconds, args.attackers):
