@@ -72,6 +72,7 @@ def limits_table() -> str:
             )
             for f in fields(DEFAULT_LIMITS)
         ),
+        *input_limits(),
         ("page size (`first`)", f"default {page}, at most {MAX_PAGE}", "`baton.api.pages`"),
         (
             "values per filter list (listings and subscriptions)",
@@ -197,6 +198,23 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
     ]
 
 
+def input_limits() -> list[tuple[str, str, str]]:
+    from baton.inputs import MAX_DEPTH, MAX_INT, MIN_INT
+
+    return [
+        (
+            "nesting of one request's input (GraphQL variables, MCP tool arguments)",
+            f"{MAX_DEPTH} levels; strings in it may not hold NUL or a lone surrogate",
+            "`baton.inputs`",
+        ),
+        (
+            "whole numbers in input (GraphQL's `Int`, the MCP tools' integers)",
+            f"{MIN_INT:,} to {MAX_INT:,} (32-bit signed)",
+            "`baton.inputs`",
+        ),
+    ]
+
+
 def mcp_limits(s: Settings) -> list[tuple[str, str, str]]:
     from baton.mcp.tools import MAX_GRAPH_NODES, WAITING_SCAN
 
@@ -291,7 +309,8 @@ ENGINE_LABELS = {
     "it `too_expensive`)",
     "max_response_bytes": "one response, or one subscription event, as it is built (text, JSON "
     "and keys; past it `too_expensive` and no `data`)",
-    "max_variable_values": "values in one request's variables (each scalar, list and object)",
+    "max_variable_values": "values in one request's input: GraphQL variables, MCP tool arguments "
+    "(each scalar, list and object; counted first, the count stops past the bound)",
 }
 
 RENDERERS = {"configuration": configuration_table, "limits": limits_table}
