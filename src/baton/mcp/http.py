@@ -3,12 +3,15 @@
 Every request carries `Authorization: Bearer <token>`, checked like GraphQL's (the same
 `TokenCache`: a revoked token is refused within `BATON_TOKEN_CHECK_SECONDS`): no or a bad token
 answers 401 and reaches nothing. A session made with one token serves that token only. Bodies
-are bounded by `BATON_MAX_BODY_BYTES` (413), sessions per process by `BATON_MCP_MAX_SESSIONS`
-(503) and per token by `BATON_MCP_MAX_SESSIONS_PER_TOKEN` (429; a listen stream counts as one).
+are bounded by `BATON_MAX_BODY_BYTES` (413). Sessions and listen streams are bounded per token
+by `BATON_MCP_MAX_SESSIONS_PER_TOKEN` (429) and per process by `BATON_MCP_MAX_SESSIONS` (503):
+a request that may open a session takes its place here, before the SDK's session manager makes
+the session, and a refused one answers with no session id and leaves nothing behind.
 
 What stays open (a session's notification stream, a listen stream, a call in flight) is
 re-checked on the same period as WebSockets: one query per sweep for every open token; when a
-token stopped working its requests in flight are ended and its sessions terminated, so a
+token stopped working its requests in flight are ended (a stream ends as a finished response,
+a call not yet answered is answered 401) and every one of its sessions is terminated, so a
 revoked token loses its streams within the bound too.
 """
 
@@ -17,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,19 +36,34 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.types import Message, Receive, Scope, Send
 
 from baton.errors import Unavailable
 from baton.mcp.resources import Resources, connection_of
 from baton.mcp.server import PRINCIPAL_KEY, TOKEN_KEY, ContextFactory, build, caller
-from baton.mcp.sessions import Sessions, TooManySessions
+from baton.mcp.sessions import (
+    ADMISSION_KEY,
+    STATUS_KEY,
+    Held,
+    ProcessFull,
+    Sessions,
+    TooManySessions,
+)
+from baton.metrics import REGISTRY
 from baton.web.auth import TokenCache, bearer
 
 log = logging.getLogger("baton.mcp")
 
 PATH = "/mcp"
+AUTHORIZATION_HEADER = b"authorization"
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.lower().encode()
+RETRY_AFTER = (b"retry-after", b"2")
+# Ending a request of a token that stopped working: how long its last bytes may take to go.
+FINISH_SECONDS = 2.0
+REVOKED = "the bearer token no longer works"
 
 
 async def _json(send: Send, status: int, body: dict[str, Any], headers: list[Any]) -> None:
@@ -72,6 +91,50 @@ def _error(code: str, message: str) -> dict[str, Any]:
     }
 
 
+def _first(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """A header's first value, as the SDK reads it (Starlette's `Headers.get`): reading the
+    last of a repeated header would let a request look like one era here and another there."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class _Answer:
+    """Watches what a request's response has sent, so the door can finish it."""
+
+    def __init__(self, send: Send, scope: Scope) -> None:
+        self._send = send
+        self._scope = scope
+        self.status: int | None = None
+        self.complete = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            # A handler that refused a place names its status (429, 503) in the scope.
+            status = self._scope.get(STATUS_KEY)
+            if isinstance(status, int):
+                message = {
+                    **message,
+                    "status": status,
+                    "headers": [*message.get("headers", ()), RETRY_AFTER],
+                }
+            self.status = message["status"]
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self._send(message)
+
+    async def finish(self) -> None:
+        """End a response cut short: an unanswered request is answered 401, a stream ends as
+        a finished response (not a dropped connection). Bounded: it never waits on the peer."""
+        with anyio.move_on_after(FINISH_SECONDS), contextlib.suppress(Exception):
+            if self.status is None:
+                body = _error("unauthenticated", REVOKED)
+                await _json(self.send, 401, body, [(b"www-authenticate", b'Bearer realm="baton"')])
+            elif not self.complete:
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 class MCPDoor:
     """The ASGI app at `/mcp`, with its lifespan (`run`)."""
 
@@ -87,16 +150,18 @@ class MCPDoor:
         session_idle_seconds: float,
     ) -> None:
         self.tokens = tokens
-        self.sessions = Sessions(max_sessions_per_token)
+        self.sessions = Sessions(max_sessions_per_token, max_sessions)
         self.resources = Resources(context, caller, self.sessions, max_subscriptions)
         self.server: Server[Any] = build(context, self.resources)
-        self.server.middleware.append(self._track_sessions)
+        self.server.middleware.append(self._attach_session)
         # No DNS-rebinding checks: they guard servers that trust a browser's ambient
         # credentials, and every request here carries its own bearer token.
         self.manager = StreamableHTTPSessionManager(
             self.server,
             max_request_body_size=max_body_bytes,
-            max_sessions=max_sessions,
+            # The door admits sessions (`Sessions`): every request that reaches the manager
+            # without a session id holds a place, so the manager's own count never passes ours.
+            max_sessions=None,
             session_idle_timeout=session_idle_seconds,
             # A call's answer is one JSON body: Baton sends nothing else while a call runs
             # (resource updates go on the session's GET stream), and an event stream per call
@@ -106,6 +171,7 @@ class MCPDoor:
         # Requests in flight per token, each ended by cancelling its scope.
         self.inflight: dict[str, set[anyio.CancelScope]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        _DOORS.add(self)
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -118,74 +184,102 @@ class MCPDoor:
                     with contextlib.suppress(asyncio.CancelledError):
                         await self._sweeper
 
+    def open_sessions(self) -> int:
+        """Handshake sessions the SDK's session manager holds now."""
+        # The manager keeps them in a private dict (SDK 2.3); read, never written.
+        return len(self.manager._server_instances)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = dict(scope["headers"])
-        token = bearer(headers.get(b"authorization", b"").decode("latin-1"))
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        token = bearer(_first(headers, AUTHORIZATION_HEADER))
         try:
             grant = await self.tokens.grant(token)
         except Unavailable as exc:
-            body = _error("unavailable", exc.message)
-            await _json(send, 503, body, [(b"retry-after", b"2")])
+            await _json(send, 503, _error("unavailable", exc.message), [RETRY_AFTER])
             return
         if grant is None or token is None:
             body = _error("unauthenticated", "a valid bearer token is required")
             await _json(send, 401, body, [(b"www-authenticate", b'Bearer realm="baton"')])
             return
-        version = headers.get(VERSION_HEADER, b"").decode("latin-1") or None
-        opens_session = (
-            scope["method"] == "POST"
-            and SESSION_HEADER not in headers
-            and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
-        )
-        if opens_session and self.sessions.count(token) >= self.sessions.per_token:
-            full = TooManySessions(self.sessions.per_token)
-            await _json(send, 429, _error(full.code, full.message), [])
-            return
         user = AuthenticatedUser(
             AccessToken(token=token, client_id=f"baton-token-{grant.id}", scopes=[])
         )
         scope = {**scope, "user": user, PRINCIPAL_KEY: grant.principal, TOKEN_KEY: token}
-        await self._serve(token, scope, receive, send)
+        version = _first(headers, VERSION_HEADER)
+        handshake = version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+        if handshake and _first(headers, SESSION_HEADER) is None:
+            # The manager makes a session for any such request (only an `initialize` keeps
+            # it): the place is taken first, in this synchronous step.
+            await self._open(token, scope, receive, send)
+        else:
+            await self._serve(token, scope, receive, send)
 
-    async def _serve(self, token: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _open(self, token: str, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            held = self.sessions.admit(token)
+        except (TooManySessions, ProcessFull) as refused:
+            await _json(send, refused.status, _error(refused.code, refused.message), [RETRY_AFTER])
+            return
+        scope[ADMISSION_KEY] = held
+        status: int | None = None
+        try:
+            status = await self._serve(token, scope, receive, send)
+        finally:
+            if held.session_id is None:  # no session came of it
+                self.sessions.release(held)
+            elif status is None or status >= 400:
+                # The manager discards a session whose opening request failed.
+                self.sessions.release(held)
+            elif held.doomed:  # made, but its initialize failed or its token stopped working
+                with anyio.CancelScope(shield=True):
+                    await self._close(held)
+
+    async def _serve(self, token: str, scope: Scope, receive: Receive, send: Send) -> int | None:
+        """Serve one request, ended if its token stops working; the status it answered."""
+        answer = _Answer(send, scope)
         with anyio.CancelScope() as cancel:
             scopes = self.inflight.setdefault(token, set())
             scopes.add(cancel)
             self._sweep_soon()
             try:
-                await self.manager.handle_request(scope, receive, send)
+                await self.manager.handle_request(scope, receive, answer.send)
             finally:
                 scopes.discard(cancel)
                 if not scopes and self.inflight.get(token) is scopes:
                     del self.inflight[token]
+        if cancel.cancel_called:
+            await answer.finish()
+        return answer.status
 
     # --- sessions -------------------------------------------------------------------------
 
-    async def _track_sessions(
+    async def _attach_session(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        """Count a handshake session against its token from its `initialize` on, until the
-        session ends however it ends."""
-        if ctx.method != "initialize" or ctx.request is None:
+        """Tie the place an opening `initialize` holds to the session the manager made for
+        it: given back however the session ends (its connection's teardown), and the session
+        ended at once if the handshake fails."""
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        held = scope.get(ADMISSION_KEY) if ctx.method == "initialize" and scope else None
+        if not isinstance(held, Held) or held.session_id is not None:
             return await call_next(ctx)
-        _, token = caller(ctx)
-        try:
-            self.sessions.check_room(token)
-        except TooManySessions as exc:
-            raise MCPError(INVALID_REQUEST, exc.message, data={"code": exc.code}) from None
-        result = await call_next(ctx)
         connection = connection_of(ctx.session)
         session_id = connection.session_id
-        if session_id is not None:
-            user = ctx.request.scope.get("user")
-            held = self.sessions.open(
-                token, self._terminator(session_id, connection.protocol_version, user), session_id
-            )
-            connection.exit_stack.callback(self.sessions.release, held)
-            self._sweep_soon()
-        return result
+        if session_id is None:
+            return await call_next(ctx)
+        held.session_id = session_id
+        held.close = self._terminator(session_id, scope.get("user") if scope else None)
+        connection.exit_stack.callback(self.sessions.release, held)
+        if held.doomed:
+            raise MCPError(INVALID_REQUEST, REVOKED, data={"code": "unauthenticated"})
+        try:
+            return await call_next(ctx)
+        except BaseException:
+            held.doomed = True
+            raise
 
-    def _terminator(self, session_id: str, version: str, user: Any) -> Callable[[], Any]:
+    def _terminator(self, session_id: str, user: Any) -> Callable[[], Any]:
         """Ends a session as its client's DELETE would (the manager then forgets it)."""
 
         async def terminate() -> None:
@@ -199,10 +293,7 @@ class MCPDoor:
                 "raw_path": PATH.encode(),
                 "root_path": "",
                 "query_string": b"",
-                "headers": [
-                    (SESSION_HEADER, session_id.encode()),
-                    (VERSION_HEADER, version.encode()),
-                ],
+                "headers": [(SESSION_HEADER, session_id.encode())],
                 "client": None,
                 "server": None,
                 "user": user,
@@ -217,6 +308,14 @@ class MCPDoor:
             await self.manager.handle_request(scope, receive, send)
 
         return terminate
+
+    async def _close(self, held: Held) -> None:
+        try:
+            await held.close()
+        except Exception:
+            log.exception("ending an MCP session failed")
+        # Its connection's teardown gives the place back; at once here, whatever happened.
+        self.sessions.release(held)
 
     # --- revocation -------------------------------------------------------------------------
 
@@ -248,11 +347,38 @@ class MCPDoor:
                     await self._end(token)
 
     async def _end(self, token: str) -> None:
+        """End all `token` holds: its requests in flight (listen streams and GET streams
+        among them), then every session it opened, those still opening included."""
         for cancel in list(self.inflight.pop(token, ())):
             cancel.cancel()
         for held in self.sessions.of(token):
-            self.sessions.release(held)
-            try:
-                await held.close()
-            except Exception:
-                log.exception("ending an MCP session of a revoked token failed")
+            held.doomed = True
+            await self._close(held)
+
+
+class _Gauges(Collector):
+    """What the MCP doors of this process hold, read at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        doors = list(_DOORS)
+        values = (
+            ("baton_mcp_sessions", "MCP handshake sessions open.", MCPDoor.open_sessions),
+            (
+                "baton_mcp_listen_streams",
+                "MCP subscriptions/listen streams open.",
+                lambda door: door.resources.listening,
+            ),
+            (
+                "baton_mcp_resource_subscriptions",
+                "Resources followed by MCP sessions and listen streams.",
+                lambda door: len(door.resources.following),
+            ),
+        )
+        for name, text, read in values:
+            gauge = GaugeMetricFamily(name, text)
+            gauge.add_metric([], float(sum(read(door) for door in doors)))
+            yield gauge
+
+
+_DOORS: weakref.WeakSet[MCPDoor] = weakref.WeakSet()
+REGISTRY.register(_Gauges())

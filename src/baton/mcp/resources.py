@@ -7,7 +7,9 @@ each one, so the client reads the resource again. Both ways MCP subscribes are s
 handshake era's `resources/subscribe` (notifications on the session's standalone stream, ended
 with the session) and 2026-07-28's `subscriptions/listen` (notifications on the listen
 request's own stream, ended when the client closes it). At most
-`BATON_MCP_MAX_SUBSCRIPTIONS` resources per session or listen stream.
+`BATON_MCP_MAX_SUBSCRIPTIONS` resources per session or listen stream; a subscription's place
+is taken before anything is awaited, and what it holds lives in a task that ends with its
+session or stream (`Resources.following` counts them).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -33,7 +35,7 @@ from baton.api.context import Context
 from baton.errors import BatonError, NotFound
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.mcp import shapes
-from baton.mcp.sessions import Sessions
+from baton.mcp.sessions import STATUS_KEY, ProcessFull, Sessions, TooManySessions
 from baton.mcp.tools import run_with_lease
 from baton.store.runs import RunQuery
 from baton.store.tasks import TaskQuery
@@ -144,6 +146,10 @@ class Resources:
     caller: Caller
     sessions: Sessions
     per_session: int
+    # Every resource followed now, over handshake sessions and listen streams: what a
+    # subscription holds lives in these tasks, so nothing outlives its session unseen.
+    following: set[asyncio.Task[None]] = field(default_factory=set)
+    listening: int = 0  # listen streams open
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -232,46 +238,87 @@ class Resources:
 
     # The handshake era: resources/subscribe on a session.
 
+    def _followed_by(self, connection: Connection) -> Followed:
+        """The session's subscriptions, made on its first subscribe and ended with it."""
+        mine = connection.state.get(_SUBSCRIPTIONS)
+        if not isinstance(mine, Followed):
+            mine = connection.state[_SUBSCRIPTIONS] = Followed()
+            connection.exit_stack.push_async_callback(mine.close)
+        return mine
+
     async def subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        """Follow a resource on the session's stream. Its place is taken before anything is
+        awaited, so racing requests for one URI make one subscription and racing URIs stop at
+        the bound; a subscription lives no longer than its session."""
         principal, _ = self.caller(ctx)
-        connection = connection_of(ctx.session)
-        mine: dict[str, asyncio.Task[None]] = connection.state.setdefault(_SUBSCRIPTIONS, {})
+        mine = self._followed_by(connection_of(ctx.session))
         uri = params.uri
-        if uri in mine:
-            return types.EmptyResult()
-        if len(mine) >= self.per_session:
+        while (earlier := mine.entries.get(uri)) is not None:
+            if earlier.task is not None:
+                return types.EmptyResult()
+            # Another request for this URI is making it: its outcome is this one's.
+            await earlier.settled.wait()
+            if earlier.error is not None:
+                raise earlier.error
+        if mine.closed:
+            raise MCPError(types.INVALID_REQUEST, "the session has ended")
+        if len(mine.entries) >= self.per_session:
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"at most {self.per_session} resource subscriptions per session "
                 "(BATON_MCP_MAX_SUBSCRIPTIONS)",
                 data={"code": "invalid_input"},
             )
-        changes = await self.changes(principal, uri)
+        entry = mine.entries[uri] = Subscription()
+        try:
+            changes = await self.changes(principal, uri)
+        except BaseException as exc:
+            entry.error = (
+                exc
+                if isinstance(exc, Exception)
+                else MCPError(types.INVALID_REQUEST, "the subscribe request was cancelled")
+            )
+            mine.drop(uri, entry)
+            raise
+        finally:
+            entry.settled.set()
+        if mine.entries.get(uri) is not entry:  # unsubscribed, or the session ended, meanwhile
+            return types.EmptyResult()
         session = ctx.session
 
         async def notify() -> None:
             async for _ in changes:
                 await session.send_resource_updated(uri)
 
-        task = asyncio.create_task(notify(), name=f"baton-mcp-subscription {uri}")
-        mine[uri] = task
-        if len(mine) == 1:
-            connection.exit_stack.push_async_callback(_cancel_all, mine)
+        entry.task = self._follow_in_task(notify(), f"baton-mcp-subscription {uri}")
         return types.EmptyResult()
 
     async def unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
         self.caller(ctx)
-        mine: dict[str, asyncio.Task[None]] = connection_of(ctx.session).state.get(
-            _SUBSCRIPTIONS, {}
-        )
-        task = mine.pop(params.uri, None)
-        if task is not None:
-            await _cancel(task)
+        mine = connection_of(ctx.session).state.get(_SUBSCRIPTIONS)
+        if isinstance(mine, Followed):
+            entry = mine.entries.pop(params.uri, None)
+            if entry is not None and entry.task is not None:
+                await _cancel(entry.task)
         return types.EmptyResult()
+
+    def _follow_in_task(self, follow: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run one resource's follower, counted in `following` until it ends."""
+
+        async def run() -> None:
+            try:
+                await follow
+            except Exception as exc:  # the session's stream went away: nothing left to tell
+                log.debug("an MCP resource subscription ended: %r", exc)
+
+        task = asyncio.create_task(run(), name=name)
+        self.following.add(task)
+        task.add_done_callback(self.following.discard)
+        return task
 
     # 2026-07-28: subscriptions/listen, one stream per request.
 
@@ -291,16 +338,18 @@ class Resources:
             )
         request_id = ctx.request_id
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: request_id}
-
-        async def close() -> None:
+        try:
             # The stream is the listen request's response: the door ends it by ending the
             # request (see `MCPDoor._end`).
-            return None
-
-        try:
-            held = self.sessions.open(token, close)
-        except BatonError as exc:
+            held = self.sessions.admit(token)
+        except (TooManySessions, ProcessFull) as exc:
+            # Answered with the bound's own HTTP status (429 or 503), not the 400 of a bad
+            # parameter: the door reads it from the request's scope.
+            scope = getattr(ctx.request, "scope", None)
+            if isinstance(scope, dict):
+                scope[STATUS_KEY] = exc.status
             raise _refused(exc) from None
+        self.listening += 1
         try:
             streams = [(uri, await self.changes(principal, uri)) for uri in uris]
             honored = types.SubscriptionFilter(resource_subscriptions=uris or None)
@@ -318,7 +367,9 @@ class Resources:
                 async for _ in changes:
                     changed.put_nowait(uri)
 
-            pumps = [asyncio.create_task(pump(uri, c)) for uri, c in streams]
+            pumps = [
+                self._follow_in_task(pump(uri, c), f"baton-mcp-listen {uri}") for uri, c in streams
+            ]
             try:
                 while True:
                     uri = await changed.get()
@@ -332,16 +383,40 @@ class Resources:
                 for p in pumps:
                     await _cancel(p)
         finally:
+            self.listening -= 1
             self.sessions.release(held)
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One resource a session follows; `task` once it is made, `error` if it was refused."""
+
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    error: Exception | None = None
+
+
+@dataclass(eq=False)
+class Followed:
+    """The resources one handshake session follows, by URI (those being made included)."""
+
+    entries: dict[str, Subscription] = field(default_factory=dict)
+    closed: bool = False
+
+    def drop(self, uri: str, entry: Subscription) -> None:
+        if self.entries.get(uri) is entry:
+            del self.entries[uri]
+
+    async def close(self) -> None:
+        self.closed = True
+        entries = list(self.entries.values())
+        self.entries.clear()
+        for entry in entries:
+            if entry.task is not None:
+                await _cancel(entry.task)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
-
-
-async def _cancel_all(tasks: dict[str, asyncio.Task[None]]) -> None:
-    for task in list(tasks.values()):
-        await _cancel(task)
-    tasks.clear()
