@@ -1,0 +1,147 @@
+"""`baton mcp` when the Baton it is pointed at cannot be used: one line on stderr naming the
+setting, exit code 2, and the client's `initialize` answered with that cause as a JSON-RPC
+error the official SDK client raises; when it can, it reports Baton's version and keeps
+httpx's request lines off stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from baton.access.principals import Principal, PrincipalKind
+from mcp import Client, StdioServerParameters
+from tests.conftest import LiveServer, free_port
+from tests.mcp.conftest import INITIALIZE, handed_off, ok
+
+# `baton mcp` waits this long for an `initialize` to answer before it ends (stdio.ANSWER_SECONDS)
+ANSWER_SECONDS = 10.0
+
+
+def _command(url: str, token: str) -> tuple[list[str], dict[str, str]]:
+    env = {**os.environ, "BATON_URL": url, "BATON_TOKEN": token, "BATON_LOG_LEVEL": "info"}
+    return [sys.executable, "-m", "baton.cli", "mcp"], env
+
+
+def _run(url: str, token: str, stdin: bytes | None) -> subprocess.CompletedProcess[bytes]:
+    """`baton mcp` given `stdin` (None: stdin closed from the start)."""
+    command, env = _command(url, token)
+    return subprocess.run(
+        command,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess[bytes]) -> str:
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1, done.stderr.decode()
+    return lines[0]
+
+
+def _answer(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
+    lines = done.stdout.decode().splitlines()
+    assert len(lines) == 1, done.stdout.decode()
+    answer: dict[str, Any] = json.loads(lines[0])
+    return answer
+
+
+@asynccontextmanager
+async def _stdio(url: str, token: str, errlog: Path) -> AsyncIterator[Client]:
+    command, env = _command(url, token)
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    with errlog.open("w") as log:
+        async with Client(stdio_client(params, errlog=log), mode="legacy", cache=None) as client:
+            yield client
+
+
+def _unreachable() -> str:
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def test_a_refused_token_is_one_line_exit_2_and_an_initialize_error(
+    live_server: LiveServer,
+) -> None:
+    line = json.dumps({**INITIALIZE, "id": 7}).encode() + b"\n"
+    done = _run(live_server.url, "baton_not-a-token", line)
+    assert done.returncode == 2
+    said = _one_line(done)
+    assert said.startswith("baton: BATON_TOKEN: ") and "refused it" in said, said
+    answer = _answer(done)
+    assert answer["id"] == 7
+    assert answer["error"]["message"] == f"baton mcp: {said.removeprefix('baton: ')}"
+    assert answer["error"]["data"] == {"code": "unauthenticated", "variable": "BATON_TOKEN"}
+
+
+def test_an_unreachable_url_is_one_line_exit_2_and_an_initialize_error() -> None:
+    url = _unreachable()
+    done = _run(url, "baton_whatever", json.dumps(INITIALIZE).encode() + b"\n")
+    assert done.returncode == 2
+    said = _one_line(done)
+    assert said.startswith(f"baton: BATON_URL: cannot reach {url}/mcp"), said
+    assert _answer(done)["error"]["data"]["variable"] == "BATON_URL"
+
+
+def test_a_url_that_is_not_batons_names_the_url(live_server: LiveServer) -> None:
+    done = _run(f"{live_server.url}/elsewhere", "baton_whatever", None)
+    assert done.returncode == 2
+    said = _one_line(done)
+    assert said.startswith("baton: BATON_URL: ") and "does not answer as Baton does" in said
+
+
+def test_a_client_that_sends_nothing_does_not_keep_it_running() -> None:
+    command, env = _command(_unreachable(), "baton_whatever")
+    started = time.monotonic()
+    # stdin stays open and silent: the command still ends, after its bounded wait.
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as process:
+        assert process.wait(timeout=ANSWER_SECONDS + 30) == 2
+        assert process.stdout is not None and process.stdout.read() == b""
+    assert time.monotonic() - started < ANSWER_SECONDS + 30
+
+
+@pytest.mark.parametrize("refused", ["token", "url"])
+async def test_the_sdk_client_raises_the_cause_it_was_answered(
+    live_server: LiveServer, refused: str, tmp_path: Path
+) -> None:
+    url, variable = (
+        (live_server.url, "BATON_TOKEN") if refused == "token" else (_unreachable(), "BATON_URL")
+    )
+    errlog = tmp_path / "stderr"
+    with pytest.raises(BaseExceptionGroup) as raised:
+        async with _stdio(url, "baton_not-a-token", errlog):
+            pass
+    assert raised.group_contains(MCPError, match=f"^baton mcp: {variable}: ", depth=None)
+    assert errlog.read_text().startswith(f"baton: {variable}: ")
+    assert len(errlog.read_text().splitlines()) == 1
+
+
+async def test_stdio_reports_batons_version_and_no_request_lines(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    token = await live_server.token(Principal(PrincipalKind.AGENT, f"s{tag}/r"))
+    errlog = tmp_path / "stderr"
+    async with _stdio(live_server.url, token, errlog) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == version("baton")
+        task = await handed_off(client, f"s{tag}/r", f"s{tag}/a")
+        ok(await client.call_tool("task", {"id": task["id"]}))
+        await client.list_tools()
+    logged = errlog.read_text()
+    assert "HTTP Request:" not in logged, logged
