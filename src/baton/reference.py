@@ -152,10 +152,13 @@ def limits_table() -> str:
 
 def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
     from baton.services.webhooks import MAX_DESCRIPTION, MAX_GRACE_SECONDS
-    from baton.store.webhooks import KEPT_DELIVERIES, MAX_ENDPOINTS
+    from baton.store.webhooks import KEPT_DELIVERIES, MAX_ENDPOINTS, MAX_PENDING_MANUAL
     from baton.webhooks.addresses import MAX_URL_LENGTH
     from baton.webhooks.attempt import MAX_RESPONSE_BYTES
+    from baton.webhooks.fairness import share
     from baton.webhooks.worker import BATCH
+
+    owners_share = share(s.webhook_concurrency)
 
     return [
         ("webhook endpoints per owner", str(MAX_ENDPOINTS), "`baton.store.webhooks`"),
@@ -184,6 +187,19 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
             "webhook endpoints delivered to at once",
             f"{s.webhook_concurrency} per process; {BATCH} events per endpoint per turn",
             "`BATON_WEBHOOK_CONCURRENCY`",
+        ),
+        (
+            "webhook endpoints of one owner delivered to at once",
+            f"{owners_share} (a quarter of `BATON_WEBHOOK_CONCURRENCY`) whenever free; more "
+            f"only while {owners_share} stay free for other owners (alone: "
+            f"{s.webhook_concurrency - owners_share}), per process",
+            "`baton.webhooks.fairness`",
+        ),
+        (
+            "pings and redeliveries waiting per webhook endpoint",
+            f"{MAX_PENDING_MANUAL}; past it `InvalidInputError`; a failed one ends its turn "
+            "and the endpoint backs off",
+            "`baton.store.webhooks`",
         ),
         (
             "webhook deliveries kept",

@@ -52,13 +52,16 @@ class Received:
 @dataclass
 class Receiver:
     """Records every POST by path. Per path: answer `status`, fail `failures` times with 500
-    first, or hold requests until `release` is set."""
+    first, or hold requests until `holds[path]` is set. A held request whose client goes
+    away first (Baton's attempt timed out, or was cancelled) is recorded in `ended`, with the
+    time it went."""
 
     url: str = ""
     got: dict[str, list[Received]] = field(default_factory=lambda: defaultdict(list))
     status: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    ended: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     delay: float = 0.0  # seconds every answer takes
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -72,7 +75,15 @@ class Receiver:
         self.arrived.set()
         hold = self.holds.get(path)
         if hold is not None:
-            await hold.wait()
+            released = asyncio.ensure_future(hold.wait())
+            gone = asyncio.ensure_future(request.receive())  # http.disconnect, after the body
+            await asyncio.wait({released, gone}, return_when=asyncio.FIRST_COMPLETED)
+            answered = released.done()
+            for waiting in (released, gone):
+                waiting.cancel()
+            if not answered:
+                self.ended[path].append(time.monotonic())
+                return Response("gone", 499)  # nobody reads it
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.failures.get(path, 0) > 0:

@@ -33,6 +33,7 @@ from baton.services.webhooks import (
 from baton.store.webhooks import (
     KEPT_DELIVERIES,
     MAX_ENDPOINTS,
+    MAX_PENDING_MANUAL,
     DeliveryRecord,
     DeliveryStatus,
     EndpointRecord,
@@ -196,9 +197,10 @@ class WebhookEndpoint:
         return cast(JSON, self.record.run_filter)
 
     @strawberry.field(
-        description="False once disabled: by its owner, by a 410 answer, or after "
-        "`BATON_WEBHOOK_MAX_ATTEMPTS` failed attempts in a row (`disabledReason` says which). "
-        "Nothing is lost meanwhile: enabling it resumes where it stopped."
+        description="False once disabled: by its owner, by a 410 answer (to any message, a "
+        "ping or redelivery too), or after `BATON_WEBHOOK_MAX_ATTEMPTS` failed attempts in a "
+        "row (`disabledReason` says which). Nothing is lost meanwhile: enabling it resumes "
+        "where it stopped, with no failures counted."
     )
     def enabled(self) -> bool:
         return self.record.enabled
@@ -212,12 +214,16 @@ class WebhookEndpoint:
         return self.record.disabled_at
 
     @strawberry.field(
-        description="Failed attempts in a row at the message at the head of its queue."
+        description="Failed attempts in a row: at the event at the head of its queue, and at "
+        "pings and redeliveries alike (an acknowledged one starts the count again)."
     )
     def failures(self) -> int:
         return self.record.failures
 
-    @strawberry.field(description="When the failing head message is tried again (null: not).")
+    @strawberry.field(
+        description="While it is failing, when it is tried again: its head event, and any ping "
+        "or redelivery waiting (null: it is not backing off)."
+    )
     def next_attempt_at(self) -> datetime | None:
         return self.record.next_attempt_at
 
@@ -314,7 +320,7 @@ class WebhookQueries:
     @strawberry.field(
         name="webhookEndpoint",
         description="One endpoint (its owner or admin); null when there is none the caller "
-        "may manage.",
+        "may manage (always for an agent; another owner's answers as a missing one).",
     )
     async def webhook_endpoint(
         self, info: Info[Context, None], id: strawberry.ID
@@ -330,8 +336,10 @@ class WebhookQueries:
 class CreateWebhookEndpointInput:
     url: str = strawberry.field(
         description="https:// (http:// only with BATON_WEBHOOK_ALLOW_HTTP); refused when it "
-        "resolves to a loopback, private or link-local address, unless "
-        "BATON_WEBHOOK_ALLOW_PRIVATE."
+        "resolves to an address that is not public (loopback, private, link-local, "
+        "site-local, or an IPv6 form of such an IPv4 address), unless "
+        "BATON_WEBHOOK_ALLOW_PRIVATE: then the endpoint is delivered to only by processes "
+        "with that setting."
     )
     task_events: TaskEventFilter | None = strawberry.field(
         default=None, description="Send the task events matching this filter ({} for all)."
@@ -447,7 +455,9 @@ async def create_webhook_endpoint(
 
 @strawberry.mutation(
     name="updateWebhookEndpoint",
-    description="Change an endpoint's URL, description, filters, or pause and resume it.",
+    description="Change an endpoint's URL, description, filters, or pause and resume it. "
+    "The change holds from the next message: once this has answered, nothing more is sent "
+    "from the endpoint as it was (a message already on its way is not counted as a failure).",
 )
 async def update_webhook_endpoint(
     info: Info[Context, None], input: UpdateWebhookEndpointInput
@@ -506,8 +516,12 @@ async def rotate_webhook_secret(
 
 @strawberry.mutation(
     name="pingWebhookEndpoint",
-    description="Send one `ping` message (type `ping`), even to a disabled endpoint; its "
-    "delivery shows the answer.",
+    description="Send one `ping` message (type `ping`), even to a disabled endpoint: at once, "
+    "or when the endpoint's backoff ends if it is failing (`nextAttemptAt`); its delivery shows "
+    "the answer. A failed ping counts as any failed message: the endpoint backs off, and is "
+    "disabled after `BATON_WEBHOOK_MAX_ATTEMPTS` in a row, or at once by a 410. At most "
+    f"{MAX_PENDING_MANUAL} pings and redeliveries wait per endpoint (past it: "
+    "InvalidInputError).",
 )
 async def ping_webhook_endpoint(
     info: Info[Context, None], input: WebhookEndpointIdInput
@@ -522,7 +536,8 @@ async def ping_webhook_endpoint(
 @strawberry.mutation(
     name="redeliverWebhook",
     description="Send a delivery's message once more (same `webhook-id`, signed anew), even "
-    "to a disabled endpoint, as a new REDELIVERY delivery.",
+    "to a disabled endpoint, as a new REDELIVERY delivery; it waits and counts as a ping "
+    "does (`pingWebhookEndpoint`).",
 )
 async def redeliver_webhook(
     info: Info[Context, None], input: RedeliverWebhookInput

@@ -2,7 +2,11 @@
 
 An owner manages its own endpoints; admin manages everyone's (naming the owner when it creates
 one); agents manage none. An endpoint another owner holds is `NotFound`, as a task one may not
-see is. Deliveries are made by `baton.webhooks.worker`; this service only asks for them.
+see is, and answers exactly as a missing one: who may act on an endpoint is settled before
+anything else is done with the request (a URL is looked up only for the endpoint's owner or
+admin, so its look-up tells nothing to anyone else). Deliveries are made by
+`baton.webhooks.worker`; this service only asks for them, at most `MAX_PENDING_MANUAL` pings
+and redeliveries waiting per endpoint.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ from baton.errors import Forbidden, InvalidInput, NotFound
 from baton.protocol import task_object
 from baton.store import webhooks as store
 from baton.store.db import Connection, Database
-from baton.store.webhooks import DeliveryKind, DeliveryRecord, DeliveryStatus, EndpointRecord
+from baton.store.webhooks import (
+    MAX_PENDING_MANUAL,
+    DeliveryKind,
+    DeliveryRecord,
+    DeliveryStatus,
+    EndpointRecord,
+)
 from baton.webhooks import addresses, render, signing
 
 MAX_DESCRIPTION = 500
@@ -92,12 +102,32 @@ class WebhookService:
 
     # --- checks ---------------------------------------------------------------------------------
 
-    async def _url(self, url: str) -> str:
+    def _parsed(self, url: str) -> None:
+        """The URL's form alone (no look-up)."""
         try:
-            await addresses.check(url, self.policy)
+            addresses.parse(url, self.policy)
         except addresses.Refused as exc:
             raise InvalidInput("url", str(exc)) from None
-        return url
+
+    async def _url(self, url: str) -> dict[str, Any]:
+        """The columns a URL sets, once it is checked (looked up): the URL, and whether it
+        needed BATON_WEBHOOK_ALLOW_PRIVATE (kept with the endpoint: see `baton.store.webhooks`).
+        Only ever called for a caller who may manage the endpoint."""
+        try:
+            checked = await addresses.check(url, self.policy)
+        except addresses.Refused as exc:
+            raise InvalidInput("url", str(exc)) from None
+        return {"url": url, "allow_private": checked.private}
+
+    async def _room_for_manual(self, conn: Connection, id: str) -> None:
+        """A ping or redelivery may wait only if fewer than `MAX_PENDING_MANUAL` do (the
+        caller holds the endpoint's row lock, so the count holds)."""
+        if await store.pending_manual_count(conn, id) >= MAX_PENDING_MANUAL:
+            raise InvalidInput(
+                "id",
+                f"at most {MAX_PENDING_MANUAL} pings and redeliveries wait per endpoint; "
+                "wait for them to be sent (see its deliveries)",
+            )
 
     @staticmethod
     def _description(text: str) -> str:
@@ -121,7 +151,7 @@ class WebhookService:
         who = self._owner_for(principal, owner)
         self._description(description)
         _check_filters(task_filter, run_filter)
-        await self._url(url)
+        checked = await self._url(url)
         id = "wh_" + secrets.token_hex(10)
         secret = signing.new_secret()
         async with self.db.transaction() as conn:
@@ -134,6 +164,7 @@ class WebhookService:
                 task_filter=task_filter,
                 run_filter=run_filter,
                 secret=self.box.seal(secret, id),
+                allow_private=checked["allow_private"],
             )
         if created is None:
             raise InvalidInput("owner", f"an owner has at most {store.MAX_ENDPOINTS} endpoints")
@@ -152,10 +183,14 @@ class WebhookService:
         enabled: bool | None = None,
     ) -> EndpointRecord:
         """Change what is given; `enabled: true` on a disabled endpoint resumes it where it
-        stopped (the event that failed is tried again at once)."""
+        stopped (the event that failed is tried again at once). A turn of the delivery worker
+        sends nothing more from the endpoint as it was once this has answered."""
         changes: dict[str, Any] = {}
         if url is not None:
-            changes["url"] = await self._url(url)
+            self._parsed(url)
+            async with self.db.connection() as conn:
+                await self._held(conn, principal, id)  # before the URL is looked up
+            changes.update(await self._url(url))
         if description is not None:
             changes["description"] = self._description(description)
         if task_filter is not _UNCHANGED:
@@ -179,6 +214,7 @@ class WebhookService:
         async with self.db.transaction() as conn:
             found = await self._held(conn, principal, id, lock=True)
             await store.delete_endpoint(conn, id)
+        self.on_change()
         return found
 
     async def rotate(self, principal: Principal, id: str, grace_seconds: int) -> WithSecret:
@@ -202,6 +238,9 @@ class WebhookService:
         return WithSecret(updated, secret)
 
     async def get(self, principal: Principal, id: str) -> EndpointRecord | None:
+        """The endpoint if the caller may manage it, else None (an agent manages none)."""
+        if principal.kind is PrincipalKind.AGENT:
+            return None
         async with self.db.connection() as conn:
             try:
                 return await self._held(conn, principal, id)
@@ -221,9 +260,11 @@ class WebhookService:
     # --- deliveries -----------------------------------------------------------------------------
 
     async def ping(self, principal: Principal, id: str) -> DeliveryRecord:
-        """Ask for one `ping` message to the endpoint, enabled or not, soon."""
+        """Ask for one `ping` message to the endpoint, enabled or not: at once, or when the
+        endpoint's backoff ends if it is failing."""
         async with self.db.transaction() as conn:
             await self._held(conn, principal, id, lock=True)
+            await self._room_for_manual(conn, id)
             ping = await store.add_manual(
                 conn, id, DeliveryKind.PING, f"msg_{id}_ping_{secrets.token_hex(8)}"
             )
@@ -232,6 +273,7 @@ class WebhookService:
 
     async def redeliver(self, principal: Principal, delivery_id: int) -> DeliveryRecord:
         """Ask for one more attempt at an event delivery (same `webhook-id`), or at a ping."""
+        self._manager(principal)  # an agent learns nothing of which deliveries exist
         found = await store.delivery(self.db, delivery_id)
         if found is None:
             raise NotFound("webhook delivery", str(delivery_id))
@@ -240,6 +282,7 @@ class WebhookService:
                 await self._held(conn, principal, found.endpoint_id, lock=True)
             except NotFound:
                 raise NotFound("webhook delivery", str(delivery_id)) from None
+            await self._room_for_manual(conn, found.endpoint_id)
             if found.kind is DeliveryKind.PING:
                 again = await store.add_manual(
                     conn,

@@ -275,6 +275,9 @@ class WebhookEndpointRow(SQLModel, table=True):
     lease_until: datetime | None = _optional_ts()
     created_at: datetime = _ts()
     updated_at: datetime = _ts()
+    # Whether the URL needed BATON_WEBHOOK_ALLOW_PRIVATE when saved (null: saved before this
+    # was kept); see baton.store.webhooks.
+    allow_private: bool | None = Field(default=None, sa_column=Column(Boolean, nullable=True))
 
 
 class WebhookDeliveryRow(SQLModel, table=True):

@@ -19,6 +19,7 @@ from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable, newest_readable_sql
 
 MAX_ENDPOINTS = 20  # per owner
+MAX_PENDING_MANUAL = 10  # pings and redeliveries waiting per endpoint (one turn sends them all)
 KEPT_DELIVERIES = 1000  # per endpoint, newest kept (older rows are pruned)
 LOG_TABLES = {"task": "task_events", "run": "run_events"}
 
@@ -27,6 +28,14 @@ class DeliveryKind(StrEnum):
     EVENT = "event"
     PING = "ping"
     REDELIVERY = "redelivery"
+
+
+class Recorded(StrEnum):
+    """What became of a batch's write (`record`)."""
+
+    COUNTED = "counted"  # written, and the endpoint's state with it
+    CHANGED = "changed"  # written to its history only: the owner changed the endpoint meanwhile
+    LOST = "lost"  # nothing written: the lease was lost, or the endpoint deleted
 
 
 class DeliveryStatus(StrEnum):
@@ -67,6 +76,7 @@ class EndpointRecord:
     lease_until: datetime | None
     created_at: datetime
     updated_at: datetime
+    allow_private: bool | None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> EndpointRecord:
@@ -122,6 +132,7 @@ async def insert_endpoint(
     task_filter: dict[str, Any] | None,
     run_filter: dict[str, Any] | None,
     secret: str,
+    allow_private: bool,
 ) -> EndpointRecord | None:
     """Add an endpoint whose cursors start at the logs' ends (it gets events committed from
     now on); None when the owner already has `MAX_ENDPOINTS`."""
@@ -132,9 +143,9 @@ async def insert_endpoint(
         return None
     row = await conn.fetchrow(
         "INSERT INTO webhook_endpoints (id, owner, url, description, task_filter, run_filter, "
-        "secret, enabled, task_cursor, run_cursor, failures, created_at, updated_at) "
-        f"VALUES ($1, $2, $3, $4, $5, $6, $7, TRUE, {readable_through_sql('task')}, "
-        f"{readable_through_sql('run')}, 0, now(), now()) RETURNING {ENDPOINT_COLUMNS}",
+        "secret, enabled, task_cursor, run_cursor, failures, created_at, updated_at, "
+        f"allow_private) VALUES ($1, $2, $3, $4, $5, $6, $7, TRUE, {readable_through_sql('task')}, "
+        f"{readable_through_sql('run')}, 0, now(), now(), $8) RETURNING {ENDPOINT_COLUMNS}",
         id,
         owner,
         url,
@@ -142,6 +153,7 @@ async def insert_endpoint(
         task_filter,
         run_filter,
         secret,
+        allow_private,
     )
     assert row is not None
     return EndpointRecord.from_row(row)
@@ -231,6 +243,15 @@ async def add_manual(
     return DeliveryRecord.from_row(row)
 
 
+async def pending_manual_count(conn: Connection, endpoint_id: str) -> int:
+    count = await conn.fetchval(
+        "SELECT count(*) FROM webhook_deliveries "
+        "WHERE endpoint_id = $1 AND status = 'pending' AND kind <> 'event'",
+        endpoint_id,
+    )
+    return int(count)
+
+
 async def delivery(db: Database, id: int) -> DeliveryRecord | None:
     row = await db.fetchrow(f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = $1", id)
     return DeliveryRecord.from_row(row) if row is not None else None
@@ -264,43 +285,95 @@ async def deliveries(
 # --- the delivery worker's statements --------------------------------------------------------
 
 
-async def claim(
-    db: Database, holder: str, lease_seconds: float, limit: int, busy: Sequence[str]
-) -> list[tuple[EndpointRecord, bool]]:
-    """Lease up to `limit` endpoints with work due, least recently worked on first: a ping or
-    redelivery waiting, or (enabled, not backing off) events past a cursor of a log it takes.
-    Rows another claim holds are skipped; `busy` are endpoints this process is on already.
-    Each comes with whether a ping or redelivery waits for it."""
+_DUE = f"""
+    (w.lease_until IS NULL OR w.lease_until < now())
+    AND (w.next_attempt_at IS NULL OR w.next_attempt_at <= now())
+    AND (
+      (w.enabled
+       AND ((w.task_filter IS NOT NULL AND w.task_cursor < {readable_through_sql("task")})
+         OR (w.run_filter IS NOT NULL AND w.run_cursor < {readable_through_sql("run")})))
+      OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
+                 AND d.status = 'pending' AND d.kind <> 'event')
+    )
+"""
+
+
+async def due(
+    db: Database,
+    busy: Sequence[str],
+    per_owner: int,
+    limit: int,
+    *,
+    allow_private: bool,
+    allow_http: bool,
+) -> list[tuple[str, str]]:
+    """Endpoints with work due that no process holds, as (id, owner): a ping or redelivery
+    waiting, or (enabled) events past a cursor of a log it takes, and not backing off. Each
+    owner's at most `per_owner`, least recently worked on first; owners interleaved (every
+    owner's first, then every owner's second…). `busy` are endpoints this process is on
+    already. An endpoint this process's settings may not deliver to (one saved as needing
+    private addresses, or an http:// one) is left to processes that may."""
     rows = await db.fetch(
         f"""
-        WITH due AS (
+        SELECT id, owner FROM (
+            SELECT w.id, w.owner, w.lease_until, row_number() OVER (
+                PARTITION BY w.owner ORDER BY w.lease_until NULLS FIRST, w.id) AS n
+            FROM webhook_endpoints w
+            WHERE {_DUE}
+              AND w.id <> ALL($1::text[])
+              AND ($4 OR w.allow_private IS NOT TRUE)
+              AND ($5 OR lower(left(w.url, 5)) <> 'http:')
+        ) ranked
+        WHERE n <= $2
+        ORDER BY n, lease_until NULLS FIRST, id
+        LIMIT $3
+        """,
+        list(busy),
+        per_owner,
+        limit,
+        allow_private,
+        allow_http,
+    )
+    return [(r["id"], r["owner"]) for r in rows]
+
+
+async def lease(
+    db: Database, holder: str, lease_seconds: float, ids: Sequence[str]
+) -> list[tuple[EndpointRecord, bool]]:
+    """Lease those of `ids` that no process holds (rows another claim is taking are skipped),
+    each with whether a ping or redelivery waits for it."""
+    rows = await db.fetch(
+        f"""
+        WITH free AS (
             SELECT w.id FROM webhook_endpoints w
-            WHERE (w.lease_until IS NULL OR w.lease_until < now())
-              AND w.id <> ALL($4::text[])
-              AND (
-                (w.enabled AND (w.next_attempt_at IS NULL OR w.next_attempt_at <= now())
-                 AND ((w.task_filter IS NOT NULL AND w.task_cursor < {readable_through_sql("task")})
-                   OR (w.run_filter IS NOT NULL AND w.run_cursor < {readable_through_sql("run")})))
-                OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
-                           AND d.status = 'pending' AND d.kind <> 'event')
-              )
-            ORDER BY w.lease_until NULLS FIRST, w.id
-            LIMIT $3
+            WHERE w.id = ANY($3::text[]) AND (w.lease_until IS NULL OR w.lease_until < now())
             FOR UPDATE SKIP LOCKED
         )
         UPDATE webhook_endpoints w
         SET lease_holder = $1, lease_until = now() + $2 * interval '1 second'
-        FROM due WHERE w.id = due.id
+        FROM free WHERE w.id = free.id
         RETURNING {", ".join("w." + f for f in _ENDPOINT_FIELDS)}, EXISTS (
             SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
             AND d.status = 'pending' AND d.kind <> 'event') AS manual
         """,
         holder,
         lease_seconds,
-        limit,
-        list(busy),
+        list(ids),
     )
     return [(EndpointRecord.from_row(r), bool(r["manual"])) for r in rows]
+
+
+async def unchanged(db: Database, endpoint_id: str, holder: str, updated_at: datetime) -> bool:
+    """Whether the endpoint is still as its owner left it at `updated_at`, and `holder` still
+    holds its lease: what a turn checks before each message."""
+    found = await db.fetchval(
+        "SELECT updated_at = $3 FROM webhook_endpoints "
+        "WHERE id = $1 AND lease_holder = $2 AND lease_until > now()",
+        endpoint_id,
+        holder,
+        updated_at,
+    )
+    return found is True
 
 
 async def any_endpoint(db: Database) -> bool:
@@ -308,10 +381,10 @@ async def any_endpoint(db: Database) -> bool:
 
 
 async def next_due(db: Database) -> datetime | None:
-    """When the soonest backed-off endpoint is due again (None: none is)."""
+    """When the soonest backed-off endpoint is due again (None: none is). One due already is
+    left out: the claim that just ran found it, or it is being worked on."""
     value = await db.fetchval(
-        "SELECT min(next_attempt_at) FROM webhook_endpoints "
-        "WHERE enabled AND next_attempt_at IS NOT NULL"
+        "SELECT min(next_attempt_at) FROM webhook_endpoints WHERE next_attempt_at > now()"
     )
     return value  # type: ignore[no-any-return]
 
@@ -360,14 +433,18 @@ class Attempted:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The endpoint's state after a batch: cursors, the head's failures and its next try,
-    and whether it is disabled now (with why)."""
+    """The endpoint's state after a batch: cursors, the failures in a row and the next try,
+    and whether it is disabled now (with why). `task_acked` / `run_acked` (None: the cursor)
+    are as far as the cursors may move if the owner changed the endpoint meanwhile: past what
+    was acknowledged, not past events passed over as not matching the filter as it was."""
 
     task_cursor: int
     run_cursor: int
     failures: int
     next_attempt_at: datetime | None
     disabled_reason: str | None = None
+    task_acked: int | None = None
+    run_acked: int | None = None
 
 
 async def record(
@@ -375,36 +452,46 @@ async def record(
     endpoint_id: str,
     holder: str,
     attempts: Sequence[Attempted],
-    outcome: Outcome | None,
-) -> bool:
-    """Write a batch's attempts (and, for event batches, the endpoint's new state) in one
-    transaction, only while `holder` still holds the lease; False when it does not."""
+    outcome: Outcome,
+    seen: datetime,
+) -> Recorded:
+    """Write a batch's attempts and the endpoint's new state in one transaction, only while
+    `holder` still holds the lease (else nothing, LOST). If the owner changed the endpoint
+    since `seen` (its `updated_at` when the turn read it), the attempts are kept in its history
+    but count for nothing (CHANGED): its failures, next try and enabled state stay as the
+    change left them."""
     async with db.transaction() as conn:
-        if outcome is None:
-            held = await conn.fetchval(
-                "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND lease_holder = $2 "
-                "AND lease_until >= now() FOR UPDATE",
-                endpoint_id,
-                holder,
-            )
-        else:
-            held = await conn.fetchval(
-                "UPDATE webhook_endpoints SET task_cursor = greatest(task_cursor, $2), "
-                "run_cursor = greatest(run_cursor, $3), failures = $4, next_attempt_at = $5, "
-                "enabled = enabled AND $6::text IS NULL, "
-                "disabled_reason = coalesce($6, disabled_reason), "
-                "disabled_at = CASE WHEN $6::text IS NULL THEN disabled_at ELSE now() END "
-                "WHERE id = $1 AND lease_holder = $7 AND lease_until >= now() RETURNING 1",
-                endpoint_id,
-                outcome.task_cursor,
-                outcome.run_cursor,
-                outcome.failures,
-                outcome.next_attempt_at,
-                outcome.disabled_reason,
-                holder,
-            )
-        if held is None:
-            return False
+        row = await conn.fetchrow(
+            """
+            UPDATE webhook_endpoints SET
+                task_cursor = greatest(task_cursor,
+                    CASE WHEN updated_at = $8 THEN $2::bigint ELSE $9::bigint END),
+                run_cursor = greatest(run_cursor,
+                    CASE WHEN updated_at = $8 THEN $3::bigint ELSE $10::bigint END),
+                failures = CASE WHEN updated_at = $8 THEN $4::int ELSE failures END,
+                next_attempt_at = CASE WHEN updated_at = $8 THEN $5::timestamptz
+                    ELSE next_attempt_at END,
+                enabled = enabled AND NOT (updated_at = $8 AND $6::text IS NOT NULL),
+                disabled_reason = CASE WHEN updated_at = $8 AND enabled AND $6::text IS NOT NULL
+                    THEN $6::text ELSE disabled_reason END,
+                disabled_at = CASE WHEN updated_at = $8 AND enabled AND $6::text IS NOT NULL
+                    THEN now() ELSE disabled_at END
+            WHERE id = $1 AND lease_holder = $7 AND lease_until >= now()
+            RETURNING updated_at = $8::timestamptz AS unchanged
+            """,
+            endpoint_id,
+            outcome.task_cursor,
+            outcome.run_cursor,
+            outcome.failures,
+            outcome.next_attempt_at,
+            outcome.disabled_reason,
+            holder,
+            seen,
+            outcome.task_cursor if outcome.task_acked is None else outcome.task_acked,
+            outcome.run_cursor if outcome.run_acked is None else outcome.run_acked,
+        )
+        if row is None:
+            return Recorded.LOST
         manual = [a for a in attempts if a.delivery_id is not None]
         events = [a for a in attempts if a.delivery_id is None]
         if manual:
@@ -428,7 +515,7 @@ async def record(
             )
         if events:
             # The head's row carries the endpoint's next try while it is pending.
-            retry_at = outcome.next_attempt_at if outcome is not None else None
+            retry_at = outcome.next_attempt_at if row["unchanged"] else None
             await conn.execute(
                 """
                 INSERT INTO webhook_deliveries AS d (endpoint_id, kind, log, event_id,
@@ -461,7 +548,7 @@ async def record(
                 [a.message_id for a in events],
                 retry_at,
             )
-        return True
+        return Recorded.COUNTED if row["unchanged"] else Recorded.CHANGED
 
 
 def _columns(attempts: Sequence[Attempted]) -> list[list[Any]]:

@@ -3,13 +3,16 @@
 The request goes to the address `addresses.resolve` checked, with the Standard Webhooks
 headers; redirects are not followed (a 3xx is a failure); the whole attempt (resolving,
 connecting, sending, the answer's head and up to `MAX_RESPONSE_BYTES` of its body) gets
-`timeout` seconds. Only a 2xx acknowledges.
+`timeout` seconds. Only a 2xx acknowledges. Right before the request is made (after the
+look-up), the caller may withdraw it (`go`): an endpoint changed since its turn began gets
+nothing more from that turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult
 
@@ -52,7 +55,9 @@ async def send(
     headers: dict[str, str],
     body: bytes,
     seconds: float,
-) -> Answer:
+    go: Callable[[], Awaitable[bool]] | None = None,
+) -> Answer | None:
+    """The answer to one POST of `body`; None when `go` said not to send it after all."""
     started = time.monotonic()
     status: int | None = None
     excerpt: str | None = None
@@ -60,6 +65,8 @@ async def send(
     try:
         async with asyncio.timeout(seconds):
             address = await resolve(parts, policy)
+            if go is not None and not await go():
+                return None
             pin = pinned(parts, address)
             request = http.build_request(
                 "POST",

@@ -15,11 +15,24 @@ each turn, with no order promised between a task event and a run event. A messag
 before the one ahead of it in its log is acknowledged: a failing head holds its endpoint back
 (retried on `baton.webhooks.schedule`), never another endpoint.
 
-Bounded: at most `concurrency` endpoints per process at once (a hanging receiver holds one
-slot for at most the attempt timeout), at most `BATCH` events per turn, and a turn stops
-before its lease could run out. Wake-ups come from the event hubs (an event committed on any
-process) and from the API (a ping, a redelivery, an endpoint enabled); otherwise it looks again
-every `poll_seconds` and when the soonest retry is due.
+Pings and redeliveries go first in a turn, in the order asked, then events. A failed attempt
+at any of them counts against the endpoint alike (it backs off on `schedule`, and is disabled
+after `max_attempts` in a row or at once on a 410) and ends the turn, so a turn makes at most
+one attempt that fails.
+
+Changes: before each message the turn checks that the endpoint is as it was when the turn read
+it (`updated_at`) and that its lease still holds; an owner's change (a new URL, a filter,
+`enabled: false`, a new secret, the endpoint deleted) ends the turn, and the next turn works
+from the endpoint as changed. An attempt already on its way when the change is made is not
+counted against the endpoint (`store.record`).
+
+Bounded: at most `concurrency` endpoints per process at once, shared between owners
+(`fairness`: one owner's hanging receivers hold at most a part of them while others wait),
+a hanging receiver holding one slot for at most the attempt timeout; at most `BATCH` events and
+`MAX_PENDING_MANUAL` pings and redeliveries per turn, and a turn stops before its lease could
+run out. Wake-ups come from the event hubs (an event committed on any process) and from the
+API (a ping, a redelivery, an endpoint changed); otherwise it looks again every
+`poll_seconds` and when the soonest retry is due.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import logging
 import os
 import socket
 import time
+from collections import Counter as Tally
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
@@ -51,14 +65,20 @@ from baton.metrics import REGISTRY
 from baton.store import webhooks as store
 from baton.store.db import Database
 from baton.store.records import EventRecord, RunEventRecord
-from baton.store.webhooks import Attempted, DeliveryKind, DeliveryRecord, EndpointRecord
-from baton.webhooks import attempt, render, schedule, signing
+from baton.store.webhooks import (
+    MAX_PENDING_MANUAL,
+    Attempted,
+    DeliveryKind,
+    DeliveryRecord,
+    EndpointRecord,
+    Recorded,
+)
+from baton.webhooks import attempt, fairness, render, schedule, signing
 from baton.webhooks.addresses import Policy, Refused, parse
 
 log = logging.getLogger("baton.webhooks")
 
 BATCH = 100  # events per turn of one endpoint
-MANUAL_BATCH = 10  # pings and redeliveries per turn
 MARGIN_SECONDS = 3.0  # an attempt starts only with this much lease left after its timeout
 STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
 PRUNE_SECONDS = 60.0
@@ -116,6 +136,7 @@ class DeliveryWorker:
         self._wake = asyncio.Event()
         self._endpoints_exist = asyncio.Event()
         self._active: dict[str, asyncio.Task[None]] = {}
+        self._owners: dict[str, str] = {}  # the owner of each endpoint in `_active`
         self._tasks: list[asyncio.Task[None]] = []
         self._http: httpx.AsyncClient | None = None
         # What an event renders to depends only on the owner, the log, the filter and the event
@@ -219,22 +240,36 @@ class DeliveryWorker:
             self._wake.clear()
 
     async def _fill(self) -> None:
-        free = self.settings.concurrency - len(self._active)
+        s = self.settings
+        free = s.concurrency - len(self._active)
         if free <= 0:
             return
-        claimed = await store.claim(
-            self.db, self.holder, self.settings.lease_seconds, free, list(self._active)
+        # Each owner's candidates interleaved, enough to see every owner that could get one
+        # of the free slots.
+        candidates = await store.due(
+            self.db,
+            list(self._active),
+            s.concurrency,
+            2 * s.concurrency,
+            allow_private=s.policy.allow_private,
+            allow_http=s.policy.allow_http,
         )
+        picked = fairness.pick(candidates, Tally(self._owners.values()), free, s.concurrency)
+        if not picked:
+            return
+        claimed = await store.lease(self.db, self.holder, s.lease_seconds, picked)
         for endpoint, manual in claimed:
             # A little short of the lease as the database counts it: clocks and round trips.
-            deadline = time.monotonic() + self.settings.lease_seconds - 1.0
+            deadline = time.monotonic() + s.lease_seconds - 1.0
             turn = self._turn(endpoint, manual, deadline)
             task = asyncio.create_task(turn, name=f"wh-{endpoint.id}")
             self._active[endpoint.id] = task
+            self._owners[endpoint.id] = endpoint.owner
             task.add_done_callback(functools.partial(self._done, endpoint.id))
 
     def _done(self, endpoint_id: str, _: object) -> None:
         self._active.pop(endpoint_id, None)
+        self._owners.pop(endpoint_id, None)
         self._wake.set()  # a slot is free, and the endpoint may have more to send
 
     async def _prune(self) -> None:
@@ -254,13 +289,20 @@ class DeliveryWorker:
 
     async def _turn(self, endpoint: EndpointRecord, manual: bool, deadline: float) -> None:
         try:
-            context = self.context(Principal(PrincipalKind.OWNER, endpoint.owner))
-            if manual:
-                await self._manual(endpoint, context, deadline)
             now = datetime.now(UTC)
-            due = endpoint.next_attempt_at is None or endpoint.next_attempt_at <= now
-            if endpoint.enabled and due:
-                await self._events(endpoint, context, deadline)
+            if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > now:
+                return  # it backs off (its state moved on since it was found due)
+            context = self.context(Principal(PrincipalKind.OWNER, endpoint.owner))
+            state = store.Outcome(
+                endpoint.task_cursor, endpoint.run_cursor, endpoint.failures, None
+            )
+            if manual:
+                after = await self._manual(endpoint, context, deadline, state)
+                if after is None:
+                    return
+                state = after
+            if endpoint.enabled:
+                await self._events(endpoint, context, deadline, state)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -278,35 +320,124 @@ class DeliveryWorker:
             found.append(self.box.open(endpoint.previous_secret, endpoint.id))
         return found
 
-    async def _send(self, endpoint: EndpointRecord, message_id: str, body: bytes) -> Any:
+    def _policy(self, endpoint: EndpointRecord) -> Policy:
+        """What this endpoint's URL may resolve to: as when it was saved, and never more than
+        this process allows (an endpoint saved as needing private addresses is not claimed by
+        a process that does not allow them)."""
+        own = self.settings.policy
+        return replace(own, allow_private=own.allow_private and endpoint.allow_private is not False)
+
+    async def _send(
+        self, endpoint: EndpointRecord, message_id: str, body: bytes
+    ) -> tuple[attempt.Answer | None, datetime]:
+        """One attempt at a message: its answer, and when it began. None when the endpoint
+        changed (or its lease was lost) since the turn read it: nothing was sent."""
         assert self._http is not None
         started = datetime.now(UTC)
+        policy = self._policy(endpoint)
         try:
-            parts = parse(endpoint.url, self.settings.policy)
+            parts = parse(endpoint.url, policy)
             secrets = self._secrets(endpoint)
         except (Refused, signing.SecretUnavailable) as exc:
-            answer = attempt.Answer(False, None, None, str(exc), 0)
+            if not await self._unchanged(endpoint):
+                return None, started
+            answer: attempt.Answer | None = attempt.Answer(False, None, None, str(exc), 0)
         else:
             headers = signing.headers(secrets, message_id, int(time.time()), body)
             answer = await attempt.send(
-                self._http, parts, self.settings.policy, headers, body, self.settings.timeout
+                self._http,
+                parts,
+                policy,
+                headers,
+                body,
+                self.settings.timeout,
+                functools.partial(self._unchanged, endpoint),
             )
-        ATTEMPTS.labels(outcome="delivered" if answer.delivered else "failed").inc()
+        if answer is not None:
+            ATTEMPTS.labels(outcome="delivered" if answer.delivered else "failed").inc()
         return answer, started
 
-    async def _manual(self, endpoint: EndpointRecord, context: Context, deadline: float) -> None:
-        pending = await store.pending_manual(self.db, endpoint.id, MANUAL_BATCH)
+    async def _record(
+        self, endpoint: EndpointRecord, done: list[Attempted], state: store.Outcome
+    ) -> Recorded:
+        recorded = await store.record(
+            self.db, endpoint.id, self.holder, done, state, endpoint.updated_at
+        )
+        if recorded is Recorded.COUNTED and state.disabled_reason and endpoint.enabled:
+            log.warning("webhooks: endpoint %s disabled: %s", endpoint.id, state.disabled_reason)
+        return recorded
+
+    async def _unchanged(self, endpoint: EndpointRecord) -> bool:
+        return await store.unchanged(self.db, endpoint.id, self.holder, endpoint.updated_at)
+
+    def _after(
+        self,
+        endpoint: EndpointRecord,
+        state: store.Outcome,
+        acknowledged: bool,
+        failure: attempt.Answer | None,
+    ) -> store.Outcome:
+        """The endpoint's state after attempts: back to no failures if one was acknowledged
+        and none failed; else one more failure in a row (counted from the last acknowledged),
+        with the next try on the schedule, or disabled (a 410, or `max_attempts` reached)."""
+        if failure is None:
+            if acknowledged:
+                return replace(state, failures=0, next_attempt_at=None)
+            return state
+        failures = (0 if acknowledged else state.failures) + 1
+        reason: str | None = None
+        next_at: datetime | None = None
+        if failure.gone:
+            reason = "the receiver answered 410 Gone"
+        elif failures >= self.settings.max_attempts:
+            reason = f"{failures} attempts in a row failed (last: {failure.error})"
+        else:
+            wait = schedule.delay(failures, self.settings.retry_first)
+            next_at = datetime.now(UTC) + timedelta(seconds=wait)
+        return replace(state, failures=failures, next_attempt_at=next_at, disabled_reason=reason)
+
+    async def _manual(
+        self,
+        endpoint: EndpointRecord,
+        context: Context,
+        deadline: float,
+        state: store.Outcome,
+    ) -> store.Outcome | None:
+        """Send the pings and redeliveries waiting, in order, until one fails: the endpoint's
+        state after them, or None when the turn ends here (a failure, a change, a lost
+        lease)."""
+        pending = await store.pending_manual(self.db, endpoint.id, MAX_PENDING_MANUAL)
         done: list[Attempted] = []
+        failure: attempt.Answer | None = None
+        acknowledged = withdrawn = False
         for delivery in pending:
             if not self._time_for_one(deadline):
                 break
-            done.append(await self._one_manual(endpoint, context, delivery))
-        if done:
-            await store.record(self.db, endpoint.id, self.holder, done, None)
+            one = await self._one_manual(endpoint, context, delivery)
+            if one is None:
+                withdrawn = True
+                break
+            attempted, answer = one
+            done.append(attempted)
+            if answer is None:  # not rendered: nothing was sent, nothing to count
+                continue
+            if not answer.delivered:
+                failure = answer
+                break
+            acknowledged = True
+        if not done:
+            return None if withdrawn else state
+        state = self._after(endpoint, state, acknowledged, failure)
+        recorded = await self._record(endpoint, done, state)
+        if recorded is not Recorded.COUNTED or failure is not None or withdrawn:
+            return None
+        return state
 
     async def _one_manual(
         self, endpoint: EndpointRecord, context: Context, delivery: DeliveryRecord
-    ) -> Attempted:
+    ) -> tuple[Attempted, attempt.Answer | None] | None:
+        """One ping or redelivery: what to write, and the answer (None: not rendered, so not
+        sent). None when the endpoint changed and nothing was sent."""
         if delivery.kind is DeliveryKind.PING:
             data = {"ping": {"endpointId": endpoint.id, "deliveryId": str(delivery.id)}}
             body = render.body("ping", data)
@@ -315,9 +446,11 @@ class DeliveryWorker:
             try:
                 body = await self._render_one(endpoint, context, delivery.log, delivery.event_id)
             except render.RenderFailed as exc:
-                return _attempted(delivery, None, error=f"not rendered: {exc}")
+                return _attempted(delivery, None, error=f"not rendered: {exc}"), None
         answer, started = await self._send(endpoint, delivery.message_id, body)
-        return _attempted(delivery, answer, at=started)
+        if answer is None:
+            return None
+        return _attempted(delivery, answer, at=started), answer
 
     async def _render_one(
         self, endpoint: EndpointRecord, context: Context, log_name: str, event_id: int
@@ -372,10 +505,13 @@ class DeliveryWorker:
             self._renders.popitem(last=False)
         return found
 
-    async def _events(self, endpoint: EndpointRecord, context: Context, deadline: float) -> None:
-        state = store.Outcome(
-            endpoint.task_cursor, endpoint.run_cursor, endpoint.failures, endpoint.next_attempt_at
-        )
+    async def _events(
+        self,
+        endpoint: EndpointRecord,
+        context: Context,
+        deadline: float,
+        state: store.Outcome,
+    ) -> None:
         for log_name in render.LOGS:
             variables = endpoint.task_filter if log_name == "task" else endpoint.run_filter
             if variables is None:
@@ -392,13 +528,14 @@ class DeliveryWorker:
                 done, state, stop = await self._batch(
                     endpoint, context, log_name, variables, cursor, through, ids, state, deadline
                 )
-                if not await store.record(self.db, endpoint.id, self.holder, done, state):
-                    log.warning(
-                        "webhooks: lost the lease on %s; its messages go again", endpoint.id
+                recorded = await self._record(endpoint, done, state)
+                if recorded is Recorded.LOST:
+                    log.info(
+                        "webhooks: %s was deleted or its lease lost; its messages go again",
+                        endpoint.id,
                     )
-                    return
-                if stop:
-                    return
+                if stop or recorded is not Recorded.COUNTED:
+                    return  # the next turn starts from the endpoint as it is now
 
     async def _batch(
         self,
@@ -412,10 +549,10 @@ class DeliveryWorker:
         state: store.Outcome,
         deadline: float,
     ) -> tuple[list[Attempted], store.Outcome, bool]:
-        """Send `ids` in order until one fails or time runs short: the attempts, the endpoint's
-        state after them, and whether to stop this turn."""
+        """Send `ids` in order until one fails, the endpoint changes or time runs short: the
+        attempts, the endpoint's state after them, and whether to stop this turn."""
         done: list[Attempted] = []
-        position = cursor
+        acknowledged = cursor  # the last event acknowledged (or the cursor)
         failure: attempt.Answer | None = None
         rendered: list[dict[str, Any]] = []
         render_error: str | None = None
@@ -439,7 +576,7 @@ class DeliveryWorker:
                     at=datetime.now(UTC),
                 )
             )
-        short = False
+        short = withdrawn = False
         for event_id, data in zip(ids, rendered, strict=True):
             if not self._time_for_one(deadline):
                 short = True
@@ -447,6 +584,9 @@ class DeliveryWorker:
             mid = message_id(endpoint.id, log_name, event_id)
             body = render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))
             answer, started = await self._send(endpoint, mid, body)
+            if answer is None:
+                withdrawn = True
+                break
             done.append(
                 Attempted(
                     log=log_name,
@@ -463,33 +603,17 @@ class DeliveryWorker:
             if not answer.delivered:
                 failure = answer
                 break
-            position = event_id
-        if failure is None and not short and len(ids) < BATCH:
+            acknowledged = event_id
+        position = acknowledged
+        if failure is None and not short and not withdrawn and len(ids) < BATCH:
             position = through  # nothing else up to `through` is for this endpoint
         if log_name == "task":
-            state = replace(state, task_cursor=position)
+            state = replace(state, task_cursor=position, task_acked=acknowledged)
         else:
-            state = replace(state, run_cursor=position)
-        if failure is None:
-            state = replace(state, failures=0 if done else state.failures)
-            if done:
-                state = replace(state, next_attempt_at=None)
-            return done, state, short
-        # Failed attempts in a row at the head: a delivery earlier in this batch started anew.
-        failures = (0 if any(a.delivered for a in done) else state.failures) + 1
-        reason: str | None = None
-        next_at: datetime | None = None
-        if failure.gone:
-            reason = "the receiver answered 410 Gone"
-        elif failures >= self.settings.max_attempts:
-            reason = f"{failures} attempts in a row failed (last: {failure.error})"
-        else:
-            wait = schedule.delay(failures, self.settings.retry_first)
-            next_at = datetime.now(UTC) + timedelta(seconds=wait)
-        state = replace(state, failures=failures, next_attempt_at=next_at, disabled_reason=reason)
-        if reason is not None:
-            log.warning("webhooks: endpoint %s disabled: %s", endpoint.id, reason)
-        return done, state, True
+            state = replace(state, run_cursor=position, run_acked=acknowledged)
+        delivered = any(a.delivered for a in done)
+        state = self._after(endpoint, state, delivered, failure)
+        return done, state, short or withdrawn or failure is not None
 
 
 def _attempted(
