@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import secrets
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.inputs import MAX_DEPTH, MAX_INT, MAX_VALUES, MIN_INT
@@ -153,6 +155,32 @@ async def test_a_lone_surrogate_and_deep_nesting_are_invalid_input(
         assert error["code"] == "invalid_input"
         assert error["field"] == "packet.files" + "[0]" * (MAX_DEPTH - 1)  # at depth 65
         assert error["message"].endswith("input nested too deeply")
+    assert_quiet_log(server)
+
+
+async def test_a_resource_uri_holding_nul_is_invalid_input_before_any_lookup(
+    server: LoggedServer, agent: tuple[str, str], era: str
+) -> None:
+    _, token = agent
+    async with http_client(server.url, token, mode=era) as client:
+        uris = ["baton://tasks/t\x00", "baton://runs/r\x00x"]
+        for uri in uris:
+            with pytest.raises(MCPError) as read:
+                await client.read_resource(uri)
+            assert read.value.error.data == {"code": "invalid_input", "message": f"uri: {NUL}"}
+        if era == "legacy":
+            with warnings.catch_warnings(), pytest.raises(MCPError) as subscribed:
+                warnings.simplefilter("ignore")  # resources/subscribe is the handshake era's
+                await client.subscribe_resource(uris[0])
+            assert subscribed.value.error.data["code"] == "invalid_input"
+        else:
+            with pytest.raises(MCPError) as listened:
+                async with client.listen(resource_subscriptions=["baton://tasks/ok", uris[1]]):
+                    pass
+            assert listened.value.error.data == {
+                "code": "invalid_input",
+                "message": f"notifications.resourceSubscriptions[1]: {NUL}",
+            }
     assert_quiet_log(server)
 
 

@@ -7,15 +7,16 @@ the same check (`baton.inputs`: values, depth, NUL and lone surrogates), then to
 shape (types, required fields, enums, unknown keys, GraphQL's Int range: what GraphQL's type
 system checks); a refusal, by these checks or by the service, is a tool error whose structured
 content is Baton's error as the API gives it (`code`, `message`, and the error type's own
-fields), never an exception trace.
+fields), never an exception trace. The resource URIs a request names pass the same check before
+any is looked up.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib.metadata import version
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 import orjson
@@ -108,6 +109,35 @@ def shape_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
     return InvalidInput(where or "input", error.message)
 
 
+P = TypeVar("P")
+R = TypeVar("R")
+Handler = Callable[[ServerRequestContext[Any, Any], P], Awaitable[R]]
+
+
+def uris_checked(handler: Handler[P, R], uris: Callable[[P], object], field: str) -> Handler[P, R]:
+    """`handler`, once the resource URIs its request names (`uris(params)`, at `field`) pass the
+    check every input gets: a URI's id is looked up in the database. A refusal is the JSON-RPC
+    error the resource handlers give, carrying Baton's code."""
+
+    async def checked(ctx: ServerRequestContext[Any, Any], params: P) -> R:
+        problem = inputs.check(uris(params), field).problem
+        if problem is not None:
+            error = problem.error()
+            data = {"code": error.code, "message": error.message}
+            raise MCPError(types.INVALID_PARAMS, error.message, data=data)
+        return await handler(ctx, params)
+
+    return checked
+
+
+def _uri(params: types.ReadResourceRequestParams | types.SubscribeRequestParams) -> str:
+    return params.uri
+
+
+def _listened(params: types.SubscriptionsListenRequestParams) -> list[str]:
+    return list(params.notifications.resource_subscriptions or ())
+
+
 def _text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
@@ -185,9 +215,11 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
         on_call_tool=call_tool,
         on_list_resources=resources.list,
         on_list_resource_templates=resources.templates,
-        on_read_resource=resources.read,
-        on_subscribe_resource=resources.subscribe,
-        on_unsubscribe_resource=resources.unsubscribe,
-        on_subscriptions_listen=resources.listen,
+        on_read_resource=uris_checked(resources.read, _uri, "uri"),
+        on_subscribe_resource=uris_checked(resources.subscribe, _uri, "uri"),
+        on_unsubscribe_resource=resources.unsubscribe,  # looks nothing up
+        on_subscriptions_listen=uris_checked(
+            resources.listen, _listened, "notifications.resourceSubscriptions"
+        ),
     )
     return server
