@@ -68,11 +68,13 @@ def check(value: object, field: str = "", max_values: int = MAX_VALUES) -> Check
 
 
 def _count(value: object, field: str, limit: int) -> tuple[int, Problem | None]:
-    """How many values `value` holds and, when more than `limit` or nested too deeply, where.
+    """How many values `value` holds and, when more than `limit` (naming the largest list or
+    object opened by then) or nested too deeply, where.
 
     Without recursion; an item is looked at only once the count of its siblings is within the
     bound, so at most `limit` of them are, and no path is longer than `MAX_DEPTH` keys."""
     count = 1
+    largest, largest_at = -1, -1
     # Containers still to open: (value, its index in `trail`, its depth); `trail` holds each
     # opened container's (parent index, key), from which a path is spelled only when named.
     stack: list[tuple[dict[Any, Any] | list[Any], int, int]] = []
@@ -84,9 +86,11 @@ def _count(value: object, field: str, limit: int) -> tuple[int, Problem | None]:
         if depth > MAX_DEPTH:
             return count, Problem(_path(field, trail, at), TOO_DEEP)
         count += len(node)
+        if len(node) > largest:
+            largest, largest_at = len(node), at
         if count > limit:
             reason = f"more than {limit} values in one request"
-            return count, Problem(_path(field, trail, at), reason)
+            return count, Problem(_path(field, trail, largest_at), reason)
         pairs: Iterable[tuple[str | int, object]] = (
             node.items() if isinstance(node, dict) else enumerate(node)
         )

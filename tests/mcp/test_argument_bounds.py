@@ -17,6 +17,7 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from baton import inputs
 from baton.access.principals import Principal, PrincipalKind
 from baton.inputs import MAX_DEPTH, MAX_INT, MAX_VALUES, MIN_INT
 from baton.mcp.tools import TOOLS
@@ -120,12 +121,17 @@ async def test_half_a_million_list_items_in_a_megabyte_are_refused_by_their_coun
             error = refused(await client.call_tool("handOff", {**hand_off, "packet": packet}))
             assert (error["code"], error["field"]) == ("invalid_input", "packet.files")
             assert error["message"] == f"packet.files: {TOO_MANY}"
-        # One past the bound is refused the same way; at the bound the schema has its say.
-        packet = {**PACKET_INPUT, "files": [0] * MAX_VALUES}
-        error = refused(await client.call_tool("handOff", {**hand_off, "packet": packet}))
+
+        # The arguments around `files` hold 10 values (the object and its 4 keys, the packet's
+        # 4, one criterion): one value past the bound is refused the same way; at the bound
+        # the schema has its say.
+        def with_files(n: int) -> dict[str, Any]:
+            return {**hand_off, "packet": {**PACKET_INPUT, "files": [0] * n}}
+
+        assert inputs.check(with_files(MAX_VALUES - 10)).values == MAX_VALUES
+        error = refused(await client.call_tool("handOff", with_files(MAX_VALUES - 9)))
         assert error["message"] == f"packet.files: {TOO_MANY}"
-        packet = {**PACKET_INPUT, "files": [0] * 100}
-        error = refused(await client.call_tool("handOff", {**hand_off, "packet": packet}))
+        error = refused(await client.call_tool("handOff", with_files(MAX_VALUES - 10)))
         assert (error["field"], error["message"]) == (
             "packet.files[0]",
             "packet.files[0]: must be of type string",
@@ -239,6 +245,30 @@ HOSTILE_INTS: list[Any] = [2**40, -(2**40), MAX_INT + 1, MIN_INT - 1, 10**30, 1e
 def test_the_sample_arguments_fit_every_tools_shape() -> None:
     for tool in TOOLS.values():
         assert tool.checker.is_valid(sample(tool.shape)), tool.name
+
+
+def integers(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every integer schema within `schema`."""
+    if schema.get("type") == "integer":
+        yield schema
+    for prop in schema.get("properties", {}).values():
+        yield from integers(prop)
+    if isinstance(schema.get("items"), dict):
+        yield from integers(schema["items"])
+
+
+def test_every_integer_a_tool_takes_is_declared_within_graphqls_int() -> None:
+    declared = 0
+    for tool in TOOLS.values():
+        for schema in integers(tool.input_schema):
+            declared += 1
+            assert MIN_INT <= schema["minimum"] <= schema["maximum"] <= MAX_INT, tool.name
+        for schema in integers(tool.shape):  # what the door checks: GraphQL's Int, no more
+            assert (schema["minimum"], schema["maximum"]) == (MIN_INT, MAX_INT), tool.name
+        version = tool.input_schema["properties"].get("expectedVersion")
+        if version is not None:
+            assert (version["minimum"], version["maximum"]) == (MIN_INT, MAX_INT)
+    assert declared >= len([t for t in TOOLS.values() if t.move is not None])
 
 
 async def test_every_tool_refuses_hostile_values_in_every_argument_naming_it(
