@@ -241,18 +241,21 @@ def mcp_limits(s: Settings) -> list[tuple[str, str, str]]:
             "`BATON_MAX_BODY_BYTES`",
         ),
         (
-            "MCP sessions",
-            f"{s.mcp_max_sessions:,} per process; a new one past it answers 503",
+            "MCP sessions and `subscriptions/listen` streams",
+            f"{s.mcp_max_sessions:,} at once per process, counted before a session exists; a "
+            "new one past it answers 503 with no session id",
             "`BATON_MCP_MAX_SESSIONS`",
         ),
         (
             "MCP sessions and `subscriptions/listen` streams of one token",
-            f"{s.mcp_max_sessions_per_token} at once per process; a new one past it answers 429",
+            f"{s.mcp_max_sessions_per_token} at once per process, counted before a session "
+            "exists; a new one past it answers 429 with no session id",
             "`BATON_MCP_MAX_SESSIONS_PER_TOKEN`",
         ),
         (
             "resources one MCP session (or listen stream) follows",
-            f"{s.mcp_max_subscriptions}",
+            f"{s.mcp_max_subscriptions}, counted before a subscription is made; each ends with "
+            "its session or stream",
             "`BATON_MCP_MAX_SUBSCRIPTIONS`",
         ),
         (

@@ -448,7 +448,8 @@ VARIABLES = (
         "BATON_MCP_MAX_SESSIONS",
         "mcp_max_sessions",
         "1000",
-        "MCP sessions one process holds at once on /mcp (a new one past it: 503)",
+        "MCP sessions and subscriptions/listen streams one process holds at once on /mcp (a "
+        "new one past it: 503)",
         number(int, 1, 1_000_000),
     ),
     Variable(
