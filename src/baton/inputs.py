@@ -53,7 +53,7 @@ class Problem:
 
 @dataclass(frozen=True)
 class Checked:
-    # How many values the input holds; once past the bound, a count past it, not the total.
+    # How many values the input holds; when refused, as many as were counted by then.
     values: int
     problem: Problem | None
 
