@@ -25,12 +25,16 @@ from pathlib import Path
 
 from bench.server import Server, bench_database, start_server, stop_server
 
-from . import graphql, mcp_tools
+from . import graphql, mcp_sessions, mcp_tools
 from .common import Row, measure, table
 
 # A door's attacks: (server, a token of the owner `bench`, seconds per attack, attackers).
 Door = Callable[[Server, str, float, int], Awaitable[list[Row]]]
-DOORS: dict[str, Door] = {"graphql": graphql.attacks, "mcp-tools": mcp_tools.attacks}
+DOORS: dict[str, Door] = {
+    "graphql": graphql.attacks,
+    "mcp-tools": mcp_tools.attacks,
+    "mcp-sessions": mcp_sessions.attacks,
+}
 
 
 async def bench_token(url: str, env: dict[str, str]) -> str:
