@@ -136,17 +136,25 @@ async def _at_least(count: Any, n: int) -> bool:
     return bool(await count() >= n)
 
 
+SET_ENABLED = """mutation($id: ID!, $e: Boolean!) {
+    updateWebhookEndpoint(input: {id: $id, enabled: $e}) { __typename } }"""
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["enabled", "disabled by its owner"])
 async def test_a_hanging_ping_holds_its_slot_for_one_timeout_and_the_endpoint_backs_off(
-    server_url: str, tmp_path: Path, receiver: Receiver
+    server_url: str, tmp_path: Path, receiver: Receiver, enabled: bool
 ) -> None:
     """Four pings queued at a hanging endpoint: the first times out (2 s), counts as a failure
     and the endpoint backs off (the first retry is a minute away here); the other three wait
-    for it rather than each holding a slot for another timeout."""
+    for it rather than each holding a slot for another timeout. Pings to a disabled endpoint
+    back off alike."""
     async with serve(server_url, tmp_path, BATON_WEBHOOK_RETRY_SECONDS="60") as (url, world):
         token = await create_token(world.service.db, owner(world.req_owner))
         receiver.holds["/slow"] = asyncio.Event()
         made = await create_endpoint(url, token, receiver.at("/slow"))
         endpoint_id = made["endpoint"]["id"]
+        if not enabled:
+            await graphql(url, token, SET_ENABLED, {"id": endpoint_id, "e": False})
         for _ in range(4):
             assert (await ping(url, token, endpoint_id))["__typename"] == "WebhookDeliverySuccess"
 
@@ -158,7 +166,8 @@ async def test_a_hanging_ping_holds_its_slot_for_one_timeout_and_the_endpoint_ba
         state = await eventually(failed)
         assert len(receiver.got["/slow"]) == 1  # the one ping that timed out
         assert len(receiver.ended["/slow"]) == 1
-        assert state["enabled"] and state["failures"] == 1 and state["nextAttemptAt"]
+        assert state["enabled"] is enabled
+        assert state["failures"] == 1 and state["nextAttemptAt"]
         statuses = sorted(d["status"] for d in state["deliveries"])
         assert statuses == ["FAILED", "PENDING", "PENDING", "PENDING"]
         (attempted,) = [d for d in state["deliveries"] if d["status"] == "FAILED"]
@@ -167,14 +176,8 @@ async def test_a_hanging_ping_holds_its_slot_for_one_timeout_and_the_endpoint_ba
         assert len(receiver.got["/slow"]) == 1
         # Enabling starts a fresh schedule: the waiting pings go at once, now answered.
         receiver.holds["/slow"].set()
-        for enabled in (False, True):
-            await graphql(
-                url,
-                token,
-                "mutation($id: ID!, $e: Boolean!) { updateWebhookEndpoint("
-                "input: {id: $id, enabled: $e}) { __typename } }",
-                {"id": endpoint_id, "e": enabled},
-            )
+        for value in (False, True):
+            await graphql(url, token, SET_ENABLED, {"id": endpoint_id, "e": value})
         await receiver.wait_for("/slow", 4)
 
 

@@ -363,7 +363,7 @@ class DeliveryWorker:
         recorded = await store.record(
             self.db, endpoint.id, self.holder, done, state, endpoint.updated_at
         )
-        if recorded is Recorded.COUNTED and state.disabled_reason and endpoint.enabled:
+        if recorded is Recorded.COUNTED and state.disabled_reason:
             log.warning("webhooks: endpoint %s disabled: %s", endpoint.id, state.disabled_reason)
         return recorded
 
@@ -379,7 +379,8 @@ class DeliveryWorker:
     ) -> store.Outcome:
         """The endpoint's state after attempts: back to no failures if one was acknowledged
         and none failed; else one more failure in a row (counted from the last acknowledged),
-        with the next try on the schedule, or disabled (a 410, or `max_attempts` reached)."""
+        and disabled (a 410, or `max_attempts` reached) or, if it is not, or is disabled
+        already (a ping to it failed), the next try on the schedule."""
         if failure is None:
             if acknowledged:
                 return replace(state, failures=0, next_attempt_at=None)
@@ -387,9 +388,9 @@ class DeliveryWorker:
         failures = (0 if acknowledged else state.failures) + 1
         reason: str | None = None
         next_at: datetime | None = None
-        if failure.gone:
+        if endpoint.enabled and failure.gone:
             reason = "the receiver answered 410 Gone"
-        elif failures >= self.settings.max_attempts:
+        elif endpoint.enabled and failures >= self.settings.max_attempts:
             reason = f"{failures} attempts in a row failed (last: {failure.error})"
         else:
             wait = schedule.delay(failures, self.settings.retry_first)
