@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.server import Server, bench_database, start_server, stop_server
 
-from . import graphql, mcp_sessions, mcp_tools
+from . import graphql, mcp_sessions, mcp_tools, webhooks
 from .common import Row, measure, table
 
 # A door's attacks: (server, a token of the owner `bench`, seconds per attack, attackers).
@@ -34,6 +34,7 @@ DOORS: dict[str, Door] = {
     "graphql": graphql.attacks,
     "mcp-tools": mcp_tools.attacks,
     "mcp-sessions": mcp_sessions.attacks,
+    "webhooks": webhooks.attacks,
 }
 
 
@@ -54,6 +55,8 @@ async def bench_token(url: str, env: dict[str, str]) -> str:
 async def main_async(args: argparse.Namespace) -> int:
     async with bench_database(args.database_url, "baton_hostile") as (url, where):
         env = {"PYTHONPATH": args.src} if args.src else {}
+        if "webhooks" in args.doors:
+            env.update(webhooks.SERVER_ENV)  # its receivers are on this machine, over http
         log = Path(tempfile.mkdtemp(prefix="baton-hostile-"), "serve.log")
         server = start_server(url, log, env=env)
         try:
