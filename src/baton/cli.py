@@ -504,7 +504,7 @@ def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from baton.mcp.stdio import run
+    from baton.mcp.stdio import Lost, run
 
     if not settings.token:
         print(
@@ -512,7 +512,11 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    run(settings.url, settings.token)
+    try:
+        run(settings.url, settings.token)  # a Baton it cannot use: ConfigError, exit 2
+    except Lost as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

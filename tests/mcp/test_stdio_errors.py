@@ -1,10 +1,11 @@
 """`baton mcp` when the Baton it is pointed at cannot be used: one line on stderr naming the
 setting, exit code 2, and the client's `initialize` answered with that cause as a JSON-RPC
-error the official SDK client raises; when it can, it reports Baton's version and keeps
-httpx's request lines off stderr."""
+error the official SDK client raises; when that Baton goes away later, one line and exit 1;
+when it can be used, it reports Baton's version and keeps httpx's request lines off stderr."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -21,8 +22,10 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from baton.access.principals import Principal, PrincipalKind
+from baton.access.tokens import create_token
+from baton.store.db import Database
 from mcp import Client, StdioServerParameters
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer, free_port, start_server, stop_server
 from tests.mcp.conftest import INITIALIZE, handed_off, ok
 
 # `baton mcp` waits this long for an `initialize` to answer before it ends (stdio.ANSWER_SECONDS)
@@ -145,3 +148,47 @@ async def test_stdio_reports_batons_version_and_no_request_lines(
         await client.list_tools()
     logged = errlog.read_text()
     assert "HTTP Request:" not in logged, logged
+
+
+def _send(process: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+
+
+def _receive(process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    assert process.stdout is not None
+    answer: dict[str, Any] = json.loads(process.stdout.readline())
+    return answer
+
+
+def _serve_then_lose(url: str, token: str, server: subprocess.Popen[bytes]) -> list[str]:
+    """`baton mcp` initialized and answering, then its server stopped and one more request
+    sent, stdin kept open: its stderr once it has ended by itself (exit code 1)."""
+    command, env = _command(url, token)
+    env["BATON_LOG_LEVEL"] = "warning"
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as process:
+        _send(process, INITIALIZE)
+        assert "result" in _receive(process)
+        _send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(process, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert "result" in _receive(process)
+        stop_server(server)
+        _send(process, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert process.wait(60) == 1
+        assert process.stderr is not None
+        return process.stderr.read().decode().splitlines()
+
+
+async def test_a_server_that_goes_away_ends_it_with_one_line(
+    database_url: str, db: Database, tmp_path: Path
+) -> None:
+    url, server = start_server({"BATON_DATABASE_URL": database_url}, tmp_path / "serve.log")
+    try:
+        token = await create_token(db, Principal(PrincipalKind.AGENT, "gone/a"))
+        said = await asyncio.to_thread(_serve_then_lose, url, token, server)
+    finally:
+        stop_server(server)
+    assert said == [f"baton: lost the Baton at {url}/mcp: All connection attempts failed"]

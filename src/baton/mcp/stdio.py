@@ -5,10 +5,16 @@ HTTP and serves the same tools and resources on its stdin and stdout, one to one
 calls, their results and refusals are the server's, so authorization, validation and events stay
 in the one implementation there. Resource subscriptions are forwarded, and the server's
 `notifications/resources/updated` relayed to the client. Logs go to stderr.
+
+When that Baton cannot be used (not reached, the token refused), the client's `initialize` is
+answered with a JSON-RPC error naming the cause and the setting, and the command ends as a bad
+setting does (one line on stderr, exit 2); when it goes away later, the command ends with one
+line naming it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -48,6 +54,7 @@ CONNECT_SECONDS = 10.0
 # for it before the command ends.
 ANSWER_SECONDS = 10.0
 MAX_LINE_BYTES = 1024 * 1024
+LINES_WAITING = 16  # lines read from stdin ahead of the server
 
 
 def baton_version() -> str:
@@ -159,15 +166,62 @@ async def serve(url: str, token: str) -> None:
         # A relayed request whose server went away is answered with an error, not waited on.
         read_timeout_seconds=MCP_DEFAULT_TIMEOUT,
     )
-    async with contextlib.AsyncExitStack() as stack:
-        await stack.enter_async_context(http)
-        try:
-            relay.upstream = await stack.enter_async_context(client)
-        except Exception as exc:
-            raise unusable(exc, endpoint) from None
-        server = relay.server()
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(http)
+            try:
+                relay.upstream = await stack.enter_async_context(client)
+            except Exception as exc:
+                raise unusable(exc, endpoint) from None
+            server = relay.server()
+            stdin: Any = _Lines(sys.stdin.fileno())  # read as the SDK reads a text file
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+                options = server.create_initialization_options()
+                await server.run(read_stream, write_stream, options)
+    except Unusable:
+        raise
+    except Exception as exc:  # the upstream's transport failed: the server went away
+        cause = next(_leaves(exc), exc)
+        if isinstance(cause, httpx2.TransportError):
+            raise Lost(f"lost the Baton at {endpoint}: {cause or type(cause).__name__}") from None
+        raise
+
+
+class Lost(Exception):
+    """The Baton `baton mcp` relays to stopped answering while it served."""
+
+
+class _Lines:
+    """stdin as the SDK's stdio server reads it (`async for line`), read by a daemon thread: a
+    read the client never satisfies neither blocks cancellation (as a read in an event loop's
+    worker thread does) nor keeps the command alive."""
+
+    def __init__(self, fd: int) -> None:
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue(maxsize=LINES_WAITING)
+        loop = asyncio.get_running_loop()
+
+        def read() -> None:
+            pending = b""
+            try:
+                while len(pending) <= MAX_LINE_BYTES and (chunk := os.read(fd, 65536)):
+                    *complete, pending = (pending + chunk).split(b"\n")
+                    for line in complete:
+                        text = line.decode("utf-8", errors="replace") + "\n"
+                        asyncio.run_coroutine_threadsafe(self._lines.put(text), loop).result()
+                asyncio.run_coroutine_threadsafe(self._lines.put(None), loop).result()
+            except (OSError, RuntimeError):  # stdin failed, or the loop is gone: nothing to do
+                return
+
+        threading.Thread(target=read, name="baton-mcp-stdin", daemon=True).start()
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._lines.get()
+        if line is None:
+            raise StopAsyncIteration
+        return line
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:
@@ -253,7 +307,7 @@ def refuse_client(problem: Unusable) -> None:
 
 def run(url: str, token: str) -> None:
     """`baton mcp`: `Unusable` (a `ConfigError`, one line and exit 2) once the client has been
-    told why, when the Baton at `url` cannot be used."""
+    told why, when the Baton at `url` cannot be used; `Lost` when it went away while served."""
     # One INFO line per upstream request would drown what matters on the client's stderr.
     for noisy in ("httpx", "httpx2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
