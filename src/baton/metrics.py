@@ -29,6 +29,19 @@ MOVES = Counter(
 LIVE_SUBSCRIPTIONS = Gauge(
     "baton_live_subscriptions", "Subscriptions open on this process.", registry=REGISTRY
 )
+QUEUED_BYTES = Gauge(
+    "baton_queued_bytes",
+    "Bytes this process holds for clients that have not taken them yet (answers, events and "
+    "frames on their way, and what the connections buffer).",
+    registry=REGISTRY,
+)
+QUEUED_BYTES_LIMITED = Counter(
+    "baton_queued_bytes_limited",
+    "Answers refused, and connections reset, to keep the bytes waiting for clients within a "
+    "budget: by action (refused or cut) and budget (token or process).",
+    ["action", "budget"],
+    registry=REGISTRY,
+)
 
 
 class Deliveries(Collector):
