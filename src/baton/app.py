@@ -34,7 +34,7 @@ from baton.live.backends import make_backend
 from baton.live.hub import STOP_SECONDS, EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.mcp.http import MCPDoor
-from baton.metrics import HTTP_REQUESTS, REGISTRY, count
+from baton.metrics import HTTP_REQUESTS, QUEUED_BYTES, REGISTRY, count
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.services.webhooks import WebhookService
@@ -48,6 +48,8 @@ from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_sse import GraphQLSSE, StreamLimits
 from baton.web.graphql_ws import GraphQLWS, SocketLimits
+from baton.web.metered import Metered, Render, graphql_envelope, jsonrpc_envelope
+from baton.web.outbound import Ledger
 from baton.web.sse_protocol import wants_event_stream
 from baton.webhooks.addresses import Policy
 from baton.webhooks.signing import SecretBox
@@ -117,12 +119,14 @@ class Front:
         mcp: ASGIApp | None = None,
         *,
         sse: GraphQLSSE | None = None,
+        sse_app: ASGIApp | None = None,
     ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
         self.mcp = mcp
         self.sse = sse
+        self.sse_app = sse_app if sse_app is not None else sse  # `sse` as served (metered)
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
 
@@ -150,10 +154,10 @@ class Front:
             app = self.http if path == GRAPHQL else self.rest
             if path == MCP and self.mcp is not None:
                 app = self.mcp
-            elif self.sse is not None and (
+            elif self.sse_app is not None and (
                 path == GRAPHQL_STREAM or (path == GRAPHQL and _accepts_events(scope))
             ):
-                app = self.sse
+                app = self.sse_app
             await app(scope, receive, counted)
         elif kind == "websocket" and scope["path"] == GRAPHQL:
             await self.ws(scope, receive, send)
@@ -317,6 +321,13 @@ def create_app(
         ],
         lifespan=lifespan,
     )
+    # What every door's connections hold for clients that have not taken it, in one ledger.
+    ledger = Ledger(settings.max_queued_bytes_per_token, settings.max_queued_bytes)
+    QUEUED_BYTES.set_function(lambda: ledger.total)
+
+    def metered(app: ASGIApp, render: Render = graphql_envelope) -> ASGIApp:
+        return Metered(app, ledger, tokens, render)
+
     stream_limits = StreamLimits(
         keep_alive=settings.sse_keep_alive_seconds,
         max_streams=settings.sse_max_streams,
@@ -325,11 +336,13 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         token_check=settings.token_check_seconds,
     )
+    sse = GraphQLSSE(engine, tokens, context, stream_limits)
     return Front(
-        GraphQLHTTP(engine, tokens, context, settings.max_body_bytes),
-        GraphQLWS(engine, tokens, context, socket_limits),
-        rest,
+        GraphQLHTTP(engine, tokens, context, settings.max_body_bytes, ledger),
+        GraphQLWS(engine, tokens, context, socket_limits, ledger),
+        metered(rest),
         settings.metrics_address,
-        mcp,
-        sse=GraphQLSSE(engine, tokens, context, stream_limits),
+        metered(mcp, jsonrpc_envelope),
+        sse=sse,
+        sse_app=metered(sse),
     )

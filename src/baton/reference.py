@@ -119,6 +119,20 @@ def limits_table() -> str:
             "`BATON_WS_SEND_TIMEOUT`",
         ),
         (
+            "bytes waiting for one token's clients (answers, events, frames; every door)",
+            f"{_size(s.max_queued_bytes_per_token)} per process; past it a new answer is "
+            "refused with 429 and Retry-After, and an event or frame past it resets the "
+            "token's connection holding the most",
+            "`BATON_MAX_QUEUED_BYTES_PER_TOKEN`",
+        ),
+        (
+            "bytes waiting for all clients (unauthenticated requests included)",
+            f"{_size(s.max_queued_bytes)} per process; past it the connection holding the most "
+            "is reset, and a new answer that still does not fit is refused with 503 and "
+            "Retry-After",
+            "`BATON_MAX_QUEUED_BYTES`",
+        ),
+        (
             "closing a WebSocket",
             f"the TCP connection is reset if the client has not taken the close frame "
             f"within {_seconds(ws.close_timeout)} (or not answered it "

@@ -53,6 +53,9 @@ class Settings:
     ws_send_timeout: float = 30.0
     max_sockets_per_token: int = 20
     max_sockets: int = 20_000
+    # Bytes waiting for clients, every door (baton.web.outbound): per token and per process.
+    max_queued_bytes_per_token: int = 64 * 1024 * 1024
+    max_queued_bytes: int = 256 * 1024 * 1024
     database_pool_size: int = 16
     metrics_token: str | None = None
     metrics_address: tuple[str, int] | None = None
@@ -364,6 +367,24 @@ VARIABLES = (
         "WebSockets open at once per process (past it the oldest not yet initialised makes "
         "room, else the new one is closed with 1013, try again later)",
         number(int, 1, 10_000_000),
+    ),
+    Variable(
+        "BATON_MAX_QUEUED_BYTES_PER_TOKEN",
+        "max_queued_bytes_per_token",
+        "67108864",
+        "bytes one token's answers, events and frames may hold in a process while its clients "
+        "have not taken them (every door); past it a new answer is refused with 429, and an "
+        "event or frame resets the token's connection holding the most",
+        number(int, 64 * 1024, 64 * 1024 * 1024 * 1024),
+    ),
+    Variable(
+        "BATON_MAX_QUEUED_BYTES",
+        "max_queued_bytes",
+        "268435456",
+        "bytes all clients' answers, events and frames may hold in a process while not taken "
+        "(unauthenticated requests included); past it the connection holding the most is "
+        "reset, and a new answer that still does not fit is refused with 503",
+        number(int, 1024 * 1024, 64 * 1024 * 1024 * 1024),
     ),
     Variable(
         "BATON_DATABASE_POOL_SIZE",

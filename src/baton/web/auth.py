@@ -80,6 +80,11 @@ class TokenCache:
             self._remember(token, grant, time.monotonic())
         return grant
 
+    def known(self, token: str | None) -> bool:
+        """Whether `token` worked when it was last looked up: a look at the cache, no query
+        (an expired or revoked token leaves it when it is next looked up or re-checked)."""
+        return token is not None and token in self._entries
+
     async def principal(self, token: str | None) -> Principal | None:
         grant = await self.grant(token)
         return grant.principal if grant is not None else None

@@ -8,7 +8,9 @@ asks for `application/graphql-response+json` gets it, with 400 for a request ref
 execution; everyone else gets `application/json` and 200 for any well-formed request. A
 database that is down or saturated (`baton.errors.Unavailable`, while checking the token or
 while running the operation) answers 503 with `Retry-After` and the error envelope, code
-`unavailable`, whatever the media type.
+`unavailable`, whatever the media type. An answer is admitted against its token's and the
+process's bytes waiting for clients (`baton.web.outbound`): one that does not fit is refused,
+429 (`too_much_unread`) or 503, with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from baton.errors import Unavailable
 from baton.numbers import ascii_int
 from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import PAGE_HEADERS, graphiql_page
+from baton.web.metered import graphql_envelope, send_refusal
+from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer
 
 log = logging.getLogger("baton.http")
 
@@ -74,24 +78,34 @@ async def send_body(
 
 class GraphQLHTTP:
     def __init__(
-        self, engine: Engine, tokens: TokenCache, context: ContextFactory, max_body_bytes: int
+        self,
+        engine: Engine,
+        tokens: TokenCache,
+        context: ContextFactory,
+        max_body_bytes: int,
+        ledger: Ledger | None = None,
     ) -> None:
         self.engine = engine
         self.tokens = tokens
         self.context = context
         self.max_body_bytes = max_body_bytes
+        self.ledger = ledger  # bytes waiting for clients, shared with the other doors
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        account = scope.get(SCOPE_KEY)
+        if self.ledger is None or not isinstance(account, Account):
+            account = None  # another server than `baton serve`'s: nothing is counted
+        else:
+            self.ledger.attach(account)  # every answer counts, unauthenticated ones too
         headers = dict(scope["headers"])
         method = scope["method"]
         is_page = method == "GET" and not scope.get("query_string")
         if is_page and b"text/html" in headers.get(b"accept", b""):
             await send_body(send, 200, graphiql_page(), "text/html", PAGE_HEADERS)  # no token
             return
+        token = bearer(headers.get(b"authorization", b"").decode("latin-1"))
         try:
-            principal = await self.tokens.principal(
-                bearer(headers.get(b"authorization", b"").decode("latin-1"))
-            )
+            principal = await self.tokens.principal(token)
         except Unavailable as exc:
             await _unavailable(send, exc)
             return
@@ -125,7 +139,25 @@ class GraphQLHTTP:
         if _unavailable_in(outcome):
             await send_body(send, 503, _encode(outcome), media_type, UNAVAILABLE_HEADERS)
             return
-        await send_body(send, _status(outcome, media_type), _encode(outcome), media_type)
+        body = _encode(outcome)
+        admitted = self._admit(account, token, len(body))
+        if isinstance(admitted, Refusal):
+            await send_refusal(send, admitted, graphql_envelope)
+            return
+        try:
+            await send_body(send, _status(outcome, media_type), body, media_type)
+        finally:
+            if admitted and account is not None:
+                account.sent(admitted)
+
+    def _admit(self, account: Account | None, token: str | None, size: int) -> Refusal | int:
+        """Whether an answer fits in what `token` and the process may leave unread, and how
+        many of its bytes are held until it is written (`outbound.admit_answer`). Small error
+        answers and the GraphiQL page (under 1 KB) are not asked: they go out at once, and their
+        connection counts what its client does not take."""
+        if account is None or self.ledger is None:
+            return 0
+        return admit_answer(self.ledger, account, token, size)
 
 
 async def _unavailable(send: Send, exc: Unavailable) -> None:

@@ -23,8 +23,11 @@ token stops working (one `next` with an `unauthenticated` error, then `complete`
 token check period, `baton.web.revocation`; a client that does not read is cut off after
 `CLOSE_GRACE_SECONDS`); or, with no `complete`, when the server stops, or when its client
 stops reading: while a client is behind, its stream queues at most `max_queued_bytes` of
-events besides the first, and is dropped past that. A client that reconnects with `after` set
-to the last event id it saw misses nothing.
+events besides the first, and is dropped past that. What a stream queues counts, with what its
+connection buffers, against its token's and the process's bytes waiting for clients
+(`baton.web.outbound`); past either budget the connection holding the most is reset, and a
+stream whose connection is reset ends. A client that reconnects with `after` set to the last
+event id it saw misses nothing.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from baton.web.graphql_http import (
     error_body,
     send_body,
 )
+from baton.web.outbound import Account, account_of
 from baton.web.revocation import TokenWatch
 from baton.web.sse_protocol import COMPLETE, HEADERS, KEEP_ALIVE, accepts, next_event
 
@@ -172,7 +176,7 @@ class GraphQLSSE:
             )
             await send_body(send, 429, error_body(message, "too_many_streams"), JSON, RETRY_AFTER)
             return
-        stream = _Stream(limits.max_queued_bytes, send)
+        stream = _Stream(limits.max_queued_bytes, send, account_of(scope))
         self._loop = asyncio.get_running_loop()
         self.streams.add(stream)
         self.watch.add(token, stream)
@@ -181,6 +185,7 @@ class GraphQLSSE:
         finally:
             self.streams.discard(stream)
             self.watch.discard(token, stream)
+            stream.forget_queue()  # a dropped stream's frames are not sent
 
     async def _answer(
         self,
@@ -273,11 +278,13 @@ class _Stream:
     """One open event stream. A frame is written at once while the client keeps up (most of
     the time: uvicorn's `send` returns without waiting unless its write buffer is full), with
     no task in between; while the client is behind, frames are queued, at most `limit` bytes
-    of them besides the first, for a task that writes them as the client reads."""
+    of them besides the first, for a task that writes them as the client reads. What is
+    queued counts in `account`, the connection's bytes waiting (`baton.web.outbound`)."""
 
-    def __init__(self, limit: int, send: Send) -> None:
+    def __init__(self, limit: int, send: Send, account: Account | None = None) -> None:
         self.limit = limit
         self.send = send
+        self.account = account
         self.frames: deque[bytes] = deque()
         self.queued = 0
         self.flusher: asyncio.Task[None] | None = None  # writing what the client is behind on
@@ -314,6 +321,10 @@ class _Stream:
                 self._written(last)
             else:
                 self.flusher = asyncio.create_task(self._flush(waiting, last=last))
+            if self.account is not None and self.account.cut and not last:
+                self.dropped = True  # its connection was reset, or is gone
+                self.over.set()
+                return False
             return True
         if not last and self.frames and self.queued + len(frame) > self.limit:
             self.dropped = True
@@ -321,15 +332,24 @@ class _Stream:
             return False
         self.frames.append(frame)
         self.queued += len(frame)
+        if self.account is not None and not self.account.hold(len(frame)):
+            self.dropped = True  # reset to keep a budget (it may have been this one)
+            self.over.set()
+            return False
         if self.serving and self.flusher is None:
             self.flusher = asyncio.create_task(self._flush(None, last=False))
         return True
 
     def take(self) -> bytes:
         frames = b"".join(self.frames)
+        self.forget_queue()
+        return frames
+
+    def forget_queue(self) -> None:
+        if self.account is not None and self.queued:
+            self.account.hold(-self.queued)
         self.frames.clear()
         self.queued = 0
-        return frames
 
     def _written(self, last: bool) -> None:
         self.written_at = time.monotonic()
@@ -361,8 +381,7 @@ class _Stream:
         if self.closing or self.dropped or self.sent_all.is_set():
             return
         self.revoked = True
-        self.frames.clear()
-        self.queued = 0
+        self.forget_queue()
         self.finished = False
         self._close(next_event(REVOKED) + COMPLETE)
 

@@ -22,7 +22,10 @@ being sent waits until the connection takes it (the peer's pace sets the stream'
 for one socket's peer (messages being sent and the connection's write buffer) is capped at
 `max_queued_bytes`, and a peer may take none of it for at most `send_timeout` seconds: past
 either the socket is closed with 1008 (policy violation). One message larger than the cap
-still goes out when nothing else waits.
+still goes out when nothing else waits. The same bytes count against the token's and the
+process's bytes waiting for clients (`baton.web.outbound`; before `connection_ack`, the
+process's only): past either budget the connection holding the most is reset at once (its
+peer has not read what came before, so a close frame could not reach it either).
 
 An error in a subscription's source (the task is not visible, the cursor is not one, the
 stream fails) ends that operation with an `error` message carrying its errors, as
@@ -56,6 +59,7 @@ from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
 from baton.web.auth import TokenCache, bearer
+from baton.web.outbound import Account, Ledger
 from baton.web.ws_protocol import LEGACY, TRANSPORT, Close, Dialect, choose
 
 log = logging.getLogger("baton.ws")
@@ -84,11 +88,13 @@ class GraphQLWS:
         tokens: TokenCache,
         context: ContextFactory,
         limits: SocketLimits = SocketLimits(),
+        ledger: Ledger | None = None,
     ) -> None:
         self.engine = engine
         self.tokens = tokens
         self.context = context
         self.limits = limits
+        self.ledger = ledger  # bytes waiting for clients, shared with the other doors
         # Sockets open and not yet acknowledged, oldest first (the cap evicts from the front).
         self.unacknowledged: dict[_Socket, None] = {}
         self.by_token: dict[str, set[_Socket]] = {}  # acknowledged sockets, by token
@@ -102,6 +108,8 @@ class GraphQLWS:
             return
         dialect = choose(list(scope.get("subprotocols") or ()))
         socket = _Socket(self, dialect or TRANSPORT, receive, send)
+        if self.ledger is not None:
+            self.ledger.attach(socket.account)
         if dialect is None:
             await send({"type": "websocket.accept"})
             socket.terminate(Close.SUBPROTOCOL_NOT_ACCEPTABLE, "Subprotocol not acceptable")
@@ -228,6 +236,14 @@ def _transport_of(send: Send) -> _Transport | None:
     return cast(_Transport, transport)
 
 
+def _account_of(send: Send) -> Account:
+    """The connection's account of bytes waiting for its peer (`LeanWebSocketProtocol`'s),
+    or one of the socket's own, which counts only what the socket holds, under another
+    server."""
+    account = getattr(getattr(send, "__self__", None), "account", None)
+    return account if isinstance(account, Account) else Account()
+
+
 def _writer_of(send: Send) -> Callable[[bytes], bool] | None:
     """The connection's way to write a text frame now, past ASGI (`LeanWebSocketProtocol`'s
     `write_text`), or None under another server."""
@@ -259,6 +275,7 @@ class _Socket:
         "_abandoned",
         "_reader",
         "_send",
+        "account",
         "acknowledged",
         "closed",
         "closing",
@@ -285,6 +302,7 @@ class _Socket:
         self._send = send
         self.transport = _transport_of(send)
         self.write_now = _writer_of(send)
+        self.account = _account_of(send)
         self.init_received = False
         self.acknowledged = False
         self.principal: Principal | None = None
@@ -416,6 +434,10 @@ class _Socket:
             self.terminate(Close.POLICY_VIOLATION, f"Too slow: over {cap} bytes waiting to go")
             return
         if not self.sending and self.write_now is not None and self.write_now(data):
+            return  # written: the connection counts what its peer leaves unsent
+        account = self.account
+        if not account.hold(size):  # reset to keep a budget; the read loop sees it go
+            self.closed = True
             return
         if not self.sending:
             self.progress_at = time.monotonic()
@@ -430,6 +452,7 @@ class _Socket:
         finally:
             self.pending -= size
             self.sending -= 1
+            account.sent(size)
 
     async def send_json(self, message: dict[str, Any]) -> None:
         await self.send(orjson.dumps(message))
@@ -499,6 +522,8 @@ class _Socket:
         self.token = token
         self.context = self.server.context(principal)
         self.acknowledged = True
+        if self.server.ledger is not None:
+            self.server.ledger.assign(self.account, token)
         self.server.remember(self)
         await self.send_json({"type": "connection_ack"})
         if self.dialect.keep_alive is not None:

@@ -8,6 +8,12 @@ out together, so an answer sent within one turn (every GraphQL answer over HTTP)
 system call. A write that waits holds its bytes for that one turn only (64 KiB at most), and a
 close sends what waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands
 the socket's own transport to the WebSocket connection.
+
+Each connection keeps an `Account` of what it holds for its client (`baton.web.outbound`), in
+the scope of every request it serves. Its transport pauses the writer as soon as anything is
+left unsent and resumes it when nothing is (uvicorn's flow control at a high-water mark of 0):
+an answer waits for the previous one to be taken, and the account learns the moment its bytes
+are gone.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from baton.web.outbound import SCOPE_KEY, Account
+
 # Bytes that may wait for the end of a turn: past this a write leaves at once, so an app that
 # writes a large body without yielding fills the socket's buffer (and meets uvicorn's flow
 # control) as it did before, not this one.
@@ -27,12 +35,18 @@ MAX_WAITING = 64 * 1024
 class CorkedTransport(asyncio.Transport):
     """A transport whose writes within one turn of the event loop leave as one write."""
 
-    __slots__ = ("_loop", "_pending", "_waiting", "transport")
+    __slots__ = ("_loop", "_pending", "_waiting", "account", "transport")
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        loop: asyncio.AbstractEventLoop,
+        account: Account | None = None,
+    ) -> None:
         super().__init__()
         self.transport = transport
         self._loop = loop
+        self.account = account  # told what the socket's transport buffers after each write
         self._pending: list[bytes] | None = None
         self._waiting = 0  # bytes in `_pending`
 
@@ -56,6 +70,8 @@ class CorkedTransport(asyncio.Transport):
         pending, self._pending, self._waiting = self._pending, None, 0
         if pending and not self.transport.is_closing():
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            if self.account is not None:
+                self.account.measure()
 
     def close(self) -> None:
         self.flush()
@@ -106,13 +122,31 @@ class CorkedTransport(asyncio.Transport):
 class CorkedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools connection on a `CorkedTransport`."""
 
+    account: Account
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)  # flow control and addresses on the socket's own
-        self.transport = CorkedTransport(transport, self.loop)
+        # Paused while anything is unsent, resumed when nothing is (see the module).
+        transport.set_write_buffer_limits(high=0, low=0)
+        self.account = Account(transport)
+        self.transport = CorkedTransport(transport, self.loop, self.account)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope[SCOPE_KEY] = self.account  # type: ignore[literal-required]
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.account.measure()  # nothing is left unsent
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.account.close()
 
     def handle_websocket_upgrade(self) -> None:
         corked = self.transport
         if isinstance(corked, CorkedTransport):
             corked.flush()  # an answer before the upgrade leaves before the handshake's
             self.transport = corked.transport
+        self.account.close()  # the WebSocket connection keeps its own
         super().handle_websocket_upgrade()

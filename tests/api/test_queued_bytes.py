@@ -1,0 +1,305 @@
+"""Answers nobody reads hold a bounded number of bytes, against a real `baton serve`.
+
+`server` allows 16 MiB of unsent bytes per token and 64 MiB in all
+(`BATON_MAX_QUEUED_BYTES_PER_TOKEN`, `BATON_MAX_QUEUED_BYTES`); `small_server` 6 MiB in all.
+The stuck clients are plain sockets with a 4 KB receive buffer that send their requests and
+never read: the kernel takes about 3 MB of each connection's answers on loopback, the rest
+waits in the server, counted by `baton_queued_bytes`. The fat answer is four pages of 100 tasks
+with packets near the schema's bounds: about 14 MB, under the engine's 16 MiB response budget,
+so one of them fits in a token's budget and a second does not.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from baton.store.db import Database
+from tests.conftest import LiveServer, start_server, stop_server
+from tests.fat_events import CUT, MIB, PACKET, REFUSED, gone, metric, released
+from tests.helpers import World
+from tests.live.big_events import big_tasks, until, until_async
+
+PER_TOKEN = 16 * MIB
+LIMIT = 64 * MIB
+SMALL_LIMIT = 6 * MIB
+GRAPHIQL_SCRIPT = "/graphiql/graphiql.min.js"  # 3.5 MB, served without a token
+MCP_VERSION = "2025-06-18"
+
+
+@dataclass
+class QueuedServer(LiveServer):
+    metrics_token: str = ""
+
+
+def serve(
+    database_url: str, db: Database, tmp: pytest.TempPathFactory, **limits: int
+) -> Iterator[QueuedServer]:
+    log = tmp.mktemp("queued") / "serve.log"
+    metrics_token = secrets.token_urlsafe(16)
+    env = {
+        "BATON_DATABASE_URL": database_url,
+        "BATON_METRICS_TOKEN": metrics_token,
+        **{f"BATON_{name.upper()}": str(value) for name, value in limits.items()},
+    }
+    url, process = start_server(env, log)
+    yield QueuedServer(url, db, process, metrics_token)
+    stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def server(
+    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[QueuedServer]:
+    yield from serve(
+        database_url,
+        db,
+        tmp_path_factory,
+        max_queued_bytes_per_token=PER_TOKEN,
+        max_queued_bytes=LIMIT,
+    )
+
+
+@pytest.fixture(scope="module")
+def small_server(
+    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[QueuedServer]:
+    yield from serve(database_url, db, tmp_path_factory, max_queued_bytes=SMALL_LIMIT)
+
+
+def fat_answer(project: str) -> str:
+    page = (
+        f'tasks(first: 100, filter: {{project: "{project}"}}) {{ edges {{ node {{ {PACKET} }} }} }}'
+    )
+    return "{ " + " ".join(f"a{n}: {page}" for n in range(4)) + " }"
+
+
+async def queued(server: QueuedServer) -> float:
+    return await metric(server.url, server.metrics_token, "baton_queued_bytes")
+
+
+def stuck(
+    server: LiveServer, method: str, path: str, token: str | None, body: bytes, times: int = 1
+) -> Any:
+    """A socket that sent a request (`times` of it, pipelined) and will read nothing until
+    told to."""
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+    if token is not None:
+        lines.append(f"Authorization: Bearer {token}")
+    if body:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    sock.sendall(("\r\n".join([*lines, "", ""]).encode() + body) * times)
+    return sock
+
+
+def answered(sock: socket.socket) -> bool:
+    try:
+        return len(sock.recv(12, socket.MSG_PEEK | socket.MSG_DONTWAIT)) == 12
+    except BlockingIOError:
+        return False
+
+
+async def status_of(sock: socket.socket) -> int:
+    """The status of the answer on `sock`, peeked at once it begins (nothing is read)."""
+    await until(lambda: answered(sock), 60, "the server answers")
+    return int(sock.recv(12, socket.MSG_PEEK)[9:12])
+
+
+def read_small_answer(sock: socket.socket) -> tuple[dict[str, str], Any]:
+    """A whole small answer: its headers and its JSON body."""
+    sock.settimeout(10)
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        raw += sock.recv(4096)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    headers = dict(
+        (name.strip().lower(), value.strip())
+        for name, _, value in (line.partition(":") for line in head.decode().split("\r\n")[1:])
+    )
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(4096)
+    return headers, json.loads(body)
+
+
+async def fill_the_token(server: QueuedServer, token: str, project: str) -> list[socket.socket]:
+    """Stuck connections asking for the fat answer, one at a time, until one is refused
+    (the last of the list); every one before it was answered in full."""
+    body = json.dumps({"query": fat_answer(project)}).encode()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(6):
+            socks.append(stuck(server, "POST", "/graphql", token, body))
+            status = await status_of(socks[-1])
+            if status != 200:
+                assert status == 429, status
+                assert len(socks) >= 2, "the first answer alone was refused"
+                return socks
+        raise AssertionError("six answers of about 14 MB each fit in 16 MiB")
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+
+
+async def test_unread_answers_fill_their_token_s_budget_the_next_is_refused_another_token_served(
+    server: QueuedServer, world: World
+) -> None:
+    await big_tasks(world, 100)
+    token = await server.token(world.roles["requester"])
+    other = await server.token(world.roles["assignee"])
+    socks = await fill_the_token(server, token, world.project)
+    try:
+        held = await queued(server)
+        # What waits for the stuck ones is counted, within the token's budget.
+        assert 8 * MIB < held <= PER_TOKEN, held
+        headers, refusal = read_small_answer(socks[-1])
+        assert headers["retry-after"].isdigit()
+        assert headers["content-type"].startswith("application/json")
+        [error] = refusal["errors"]
+        assert error["extensions"]["code"] == "too_much_unread", error
+        # Another token is served in full, at once.
+        auth = {"Authorization": f"Bearer {other}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=auth, timeout=60) as client:
+            response = await client.post("/graphql", json={"query": fat_answer(world.project)})
+        assert response.status_code == 200
+        body = response.json()
+        assert "errors" not in body and len(body["data"]["a3"]["edges"]) == 100
+        assert len(response.content) > 13 * MIB
+        assert await metric(server.url, server.metrics_token, REFUSED.format("token"))
+    finally:
+        for sock in socks:
+            sock.close()
+    await released(server.url, server.metrics_token)
+
+
+async def test_the_bytes_of_a_stuck_client_are_released_when_it_goes_away(
+    server: QueuedServer, world: World
+) -> None:
+    """The ledger follows the connections: one stuck answer counts, then nothing once its
+    client has gone, without the server waiting for it to read."""
+    await big_tasks(world, 100)
+    token = await server.token(world.roles["requester"])
+    body = json.dumps({"query": fat_answer(world.project)}).encode()
+    sock = stuck(server, "POST", "/graphql", token, body)
+    try:
+        assert await status_of(sock) == 200
+
+        async def counted() -> bool:
+            return await queued(server) > 8 * MIB
+
+        await until_async(counted, 10, "the unsent answer is counted")
+    finally:
+        sock.close()
+    await released(server.url, server.metrics_token)
+
+
+async def test_a_token_whose_graphql_answers_wait_unread_is_refused_on_mcp_too(
+    server: QueuedServer, world: World
+) -> None:
+    """One ledger for every door: a GraphQL answer its client does not read holds about
+    11 MB of the token's 16 MiB, and the same token's MCP call for its 100 tasks (about 7 MB)
+    is then refused, in MCP's own envelope (a JSON-RPC error carrying Baton's code), while
+    another token's is answered."""
+    await big_tasks(world, 100)
+    token = await server.token(world.roles["requester"])
+    other = await server.token(world.roles["assignee"])
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        sessions = {t: await mcp_session(client, t) for t in (token, other)}
+        socks = await fill_the_token(server, token, world.project)
+        try:
+            refused = await all_tasks(client, token, sessions[token])
+            served = await all_tasks(client, other, sessions[other])
+        finally:
+            for sock in socks:
+                sock.close()
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["retry-after"].isdigit()
+    error = refused.json()["error"]
+    assert error["data"]["code"] == "too_much_unread", error
+    assert served.status_code == 200, served.text[:500]
+    assert not served.json()["result"].get("isError"), served.text[:500]
+    assert len(served.content) > 6 * MIB
+    await released(server.url, server.metrics_token)
+
+
+async def test_unauthenticated_downloads_count_against_the_process_and_the_fullest_gives_way(
+    small_server: QueuedServer,
+) -> None:
+    """GraphiQL's script (3.5 MB, no token needed) asked for three times on one connection
+    that never reads: the first answer waits in the connection, the second, built, waits
+    behind it; both count against the process (6 MiB here). A reader's download then does not
+    fit: the stuck connection, holding more than the newcomer needs, is reset to make room,
+    and the reader gets the script whole."""
+    sock = stuck(small_server, "GET", GRAPHIQL_SCRIPT, None, b"", times=3)
+    try:
+
+        async def two_answers_wait() -> bool:
+            return await queued(small_server) > 3.5 * MIB
+
+        await until_async(two_answers_wait, 20, "the second answer waits behind the first")
+        assert await queued(small_server) <= SMALL_LIMIT
+        async with httpx.AsyncClient(base_url=small_server.url, timeout=30) as client:
+            response = await client.get(GRAPHIQL_SCRIPT)
+        assert response.status_code == 200
+        assert len(response.content) > 3 * MIB
+        await until(lambda: gone(sock), 10, "the stuck connection is reset")
+        assert await metric(small_server.url, small_server.metrics_token, CUT.format("process"))
+    finally:
+        sock.close()
+    await released(small_server.url, small_server.metrics_token)
+
+
+async def mcp_session(client: httpx.AsyncClient, token: str) -> str:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": MCP_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "tests", "version": "0"},
+        },
+    }
+    response = await client.post("/mcp", json=initialize, headers=mcp_headers(token))
+    assert response.status_code == 200, response.text
+    session = response.headers["mcp-session-id"]
+    notified = await client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        headers=mcp_headers(token, session),
+    )
+    assert notified.status_code == 202, notified.text
+    return session
+
+
+async def all_tasks(client: httpx.AsyncClient, token: str, session: str) -> httpx.Response:
+    """MCP's `tasks` tool for a page of 100: about 7 MB of answer here."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "tasks", "arguments": {"first": 100}},
+    }
+    return await client.post("/mcp", json=request, headers=mcp_headers(token, session))
+
+
+def mcp_headers(token: str, session: str | None = None) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    if session is not None:
+        headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": MCP_VERSION}
+    return headers
