@@ -69,9 +69,10 @@ class CorkedTransport(asyncio.Transport):
         """Send what waits, now."""
         pending, self._pending, self._waiting = self._pending, None, 0
         if pending and not self.transport.is_closing():
-            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            data = pending[0] if len(pending) == 1 else b"".join(pending)
+            self.transport.write(data)
             if self.account is not None:
-                self.account.measure()
+                self.account.measure(len(data))
 
     def close(self) -> None:
         self.flush()

@@ -63,13 +63,14 @@ class Refusal:
 class Account:
     """One connection's bytes waiting for its client."""
 
-    __slots__ = ("buffered", "cut", "held", "ledger", "token", "transport")
+    __slots__ = ("buffered", "cut", "held", "ledger", "pinned", "token", "transport")
 
     def __init__(self, transport: Transport | None = None) -> None:
         self.transport = transport
         self.ledger: Ledger | None = None
         self.token: str | None = None  # whose bytes these are; None: the process's only
-        self.buffered = 0  # in the transport, as last measured
+        self.buffered = 0  # kept by the transport, as last measured
+        self.pinned = 0  # the largest write not wholly sent (see `measure`)
         self.held = 0  # on their way to the transport
         self.cut = False  # cut to keep a budget: nothing more is counted or written
 
@@ -89,20 +90,29 @@ class Account:
         return not self.cut
 
     def sent(self, n: int) -> None:
-        """`n` held bytes were handed to the transport: they count as what it buffers now."""
+        """`n` held bytes were handed to the transport in one write: they count as what it
+        keeps now."""
         if self.cut:
             return
-        before = self.total
         self.held -= n
-        transport = self.transport
-        self.buffered = transport.get_write_buffer_size() if transport is not None else 0
         if self.ledger is not None:
-            self.ledger.changed(self, self.total - before)
+            self.ledger.changed(self, -n)
+        self.measure(n)
 
-    def measure(self) -> None:
-        """Count what the transport buffers now (after a write, or when it drained)."""
+    def measure(self, written: int = 0) -> None:
+        """Count what the transport keeps now: after a write of `written` bytes, or when it
+        drained. uvloop keeps a write it could not send whole as a view of it, so the whole
+        write stays in memory until its last byte is sent: it counts whole (the writers wait
+        for the transport to drain before writing again, so there is one at a time)."""
         transport = self.transport
         size = transport.get_write_buffer_size() if transport is not None else 0
+        if size:
+            if written > self.pinned:
+                self.pinned = written
+            if self.pinned > size:
+                size = self.pinned
+        else:
+            self.pinned = 0
         if size != self.buffered and not self.cut:
             delta = size - self.buffered
             self.buffered = size

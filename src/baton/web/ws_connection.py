@@ -167,6 +167,7 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
             head = struct.pack("!BBH", 0x81, 126, size)
         else:
             head = struct.pack("!BBQ", 0x81, 127, size)
-        self.transport.write(head + data)
-        self.account.measure()  # what the peer did not take at once waits here
+        frame = head + data
+        self.transport.write(frame)
+        self.account.measure(len(frame))  # what the peer did not take at once waits here
         return True
