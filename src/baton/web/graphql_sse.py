@@ -224,7 +224,7 @@ class GraphQLSSE:
             media_type = _negotiate(accept)
             await send_body(send, _status(outcome, media_type), outcome.encoded(), media_type)
             return
-        await _start(send, next_event(outcome.text()) + COMPLETE, more=False)
+        await _start(send, next_event(outcome.encoded()) + COMPLETE, more=False)
 
     async def _serve(
         self, stream: _Stream, source: AsyncGenerator[Outcome, None], receive: Receive
@@ -407,7 +407,7 @@ async def _start(send: Send, body: bytes, *, more: bool = True) -> None:
 async def _produce(stream: _Stream, source: AsyncGenerator[Outcome, None]) -> None:
     try:
         async for outcome in source:
-            if not stream.write(next_event(outcome.text())):
+            if not stream.write(next_event(outcome.encoded())):
                 return
         stream.write(COMPLETE, last=True)
     except asyncio.CancelledError:

@@ -21,10 +21,13 @@ KEEP_ALIVE = b":\n\n"
 COMPLETE = b"event: complete\ndata:\n\n"
 
 
-def next_event(payload: str) -> bytes:
-    """A `next` event carrying one execution result, already JSON. JSON from orjson holds no
-    raw line break (inside strings they are escaped), so it is one `data:` line."""
-    return b"event: next\ndata: " + payload.encode() + b"\n\n"
+def next_event(payload: str | bytes) -> bytes:
+    """A `next` event carrying one execution result, already JSON (as text, or as UTF-8, which
+    spares a copy of an event as large as the response budget for every stream). JSON from
+    orjson holds no raw line break (inside strings they are escaped), so it is one `data:`
+    line."""
+    data = payload.encode() if isinstance(payload, str) else payload
+    return b"event: next\ndata: " + data + b"\n\n"
 
 
 def accepts(accept: str, media_types: tuple[str, ...]) -> bool:
