@@ -1,12 +1,21 @@
-"""Memory of `baton serve` while WebSocket peers stop reading.
+"""Memory of `baton serve` while clients stop reading: WebSockets, HTTP answers, SSE streams.
 
-    .venv/bin/python -m bench.slow_sockets [--sockets 20] [--subscriptions 10] [--tasks 300]
+    .venv/bin/python -m bench.slow_sockets [--attack sockets|http|sse] [--src DIR] [options]
 
-Seeds `--tasks` tasks with packets near the schema's largest (about 36 KB each), then opens
-`--sockets` WebSockets that each start `--subscriptions` `taskEvents` subscriptions replaying
-every event with its task's packet, and never read again (4 KB receive buffer). It then makes
-live events for a while. Prints the server's RSS at each step and how many of the stuck
-sockets the server closed (their TCP connection reset or ended). See bench/README.md.
+`--attack sockets` (the default) seeds `--tasks` tasks with packets near the schema's largest
+(about 36 KB each), then opens `--sockets` WebSockets that each start `--subscriptions`
+`taskEvents` subscriptions replaying every event with its task's packet, and never read again
+(4 KB receive buffer). It then makes live events for a while. Prints the server's RSS at each
+step and how many of the stuck sockets the server closed (their TCP connection reset or ended).
+
+`--attack http`: `--connections` connections of one token each ask for an answer of about
+14 MB (four pages of 100 tasks with their packets, under the 16 MiB response budget) and never
+read it. `--attack sse`: `--streams` event streams of one token replay events of about 12 MB
+each (every event's task with four pages of its 100 dependents' packets) and never read. Both
+print RSS and the server's `baton_queued_bytes` gauge before, during (the peak) and after the
+stuck clients close, what the stuck clients were answered, and how another token fared
+meanwhile. `--src DIR` runs the server from another checkout's `src` (the harness is this
+one), to measure an older version in the same sitting. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -15,10 +24,13 @@ import argparse
 import asyncio
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
+from math import nan
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +41,6 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
-
-from baton.access.principals import Principal, PrincipalKind
-from baton.access.tokens import create_token
-from baton.store.db import Database
 
 from .server import Server, bench_database, start_server, stop_server
 
@@ -171,6 +179,7 @@ class StuckPeer:
 class Sample:
     step: str
     rss_mib: float
+    queued_mib: float | None = None  # the server's `baton_queued_bytes`, when it has one
 
 
 def mib(n: int) -> float:
@@ -212,20 +221,42 @@ async def churn(server: Server, token: str, ids: list[str]) -> None:
             await http.post("/graphql", json={"query": CANCEL, "variables": {"id": task_id}})
 
 
+def make_token(url: str, args: argparse.Namespace, principal: str = "slow") -> str:
+    """A token made by the server's own `baton token create` (its code, with `--src`, and its
+    database schema)."""
+    env = {**os.environ, "BATON_DATABASE_URL": url, **server_env(args)}
+    done = subprocess.run(
+        [sys.executable, "-m", "baton.cli", "token", "create", "--principal", principal],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def server_env(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(a.split("=", 1) for a in args.env)
+    env["BATON_METRICS_TOKEN"] = METRICS_TOKEN
+    if args.src:
+        env["PYTHONPATH"] = args.src
+    return env
+
+
 async def measure(args: argparse.Namespace) -> list[Sample]:
+    """Stuck WebSockets replaying events (`--attack sockets`)."""
     samples: list[Sample] = []
     async with bench_database(args.database_url) as (url, where):
         print(f"database: {where}", file=sys.stderr)
         log = Path(tempfile.mkdtemp(prefix="baton-slow-")) / "serve.log"
-        server = start_server(url, log, env=dict(a.split("=", 1) for a in args.env))
-        db = await Database.connect(url, min_size=1, max_size=2)
+        server = start_server(url, log, env=server_env(args))
         peers: list[StuckPeer] = []
         try:
-            token = await create_token(db, Principal(PrincipalKind.OWNER, "slow"))
+            token = make_token(url, args)
             project = "slow"
             ids = await seed(server, token, project, args.tasks)
             await asyncio.sleep(1)
-            samples.append(Sample(f"{args.tasks} tasks seeded, no socket", mib(server.rss_bytes())))
+            samples.append(await sample(server, f"{args.tasks} tasks seeded, no socket"))
             document = REPLAY if args.fields == "full" else REPLAY_IDS
             kind = "subscribe" if args.protocol == "graphql-transport-ws" else "start"
             for _ in range(args.sockets):
@@ -241,47 +272,283 @@ async def measure(args: argparse.Namespace) -> list[Sample]:
                 rss = server.rss_bytes()
                 peak = max(peak, rss)
                 if second == 1:
-                    samples.append(Sample("2 s after the stuck sockets subscribed", mib(rss)))
+                    samples.append(await sample(server, "2 s after the stuck sockets subscribed"))
             samples.append(Sample(f"peak over {args.seconds} s (replays)", mib(peak)))
             started = time.monotonic()
             await churn(server, token, ids)
-            samples.append(
-                Sample(
-                    f"after {len(ids)} live events ({time.monotonic() - started:.1f} s)",
-                    mib(server.rss_bytes()),
-                )
-            )
+            took = time.monotonic() - started
+            samples.append(await sample(server, f"after {len(ids)} live events ({took:.1f} s)"))
             await asyncio.sleep(2)
             gone = sum(peer.connection_gone() for peer in peers)
             samples.append(Sample(f"stuck sockets closed by the server: {gone}", float("nan")))
-            samples.append(Sample("end", mib(server.rss_bytes())))
+            samples.append(await sample(server, "end"))
         finally:
             for peer in peers:
                 peer.close()
-            await db.close()
+            stop_server(server)
+    return samples
+
+
+# --- answers and streams nobody reads (`--attack http`, `--attack sse`) ----------------------
+
+METRICS_TOKEN = "slow-sockets-metrics"
+PACKET = "packet { task deliverableType acceptanceCriteria context files dependsOn }"
+# Four pages of 100 tasks with their packets: about 14 MB, under the 16 MiB response budget.
+FAT_ANSWER = (
+    "{ "
+    + " ".join(
+        f"a{i}: tasks(first: 100) {{ edges {{ node {{ id {PACKET} }} }} }}" for i in range(4)
+    )
+    + " }"
+)
+# Each event's task with four pages of its 100 dependents' packets: about 12 MB an event.
+FAT_EVENTS = (
+    "subscription($filter: TaskEventFilter, $after: ID) { taskEvents(filter: $filter, "
+    "after: $after) { id task { "
+    + " ".join(f"d{i}: dependents(first: 100) {{ id {PACKET} }}" for i in range(4))
+    + " } } }"
+)
+HUBS = 10  # tasks whose events are fat: each has the same 100 dependents
+
+
+def stuck_request(server: Server, head: list[str], body: bytes) -> socket.socket:
+    """A request sent on a socket with a 4 KB receive buffer that will not be read."""
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    lines = [*head, f"Host: {host}:{port}", f"Content-Length: {len(body)}", "", ""]
+    sock.sendall("\r\n".join(lines).encode() + body)
+    return sock
+
+
+def answered(sock: socket.socket) -> bool:
+    """Whether the server has begun its answer on `sock` (a peek: nothing is read)."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # reset: answered that way
+
+
+def gone(sock: socket.socket) -> bool:
+    """Whether the server ended the connection (reset, or FIN), without reading it."""
+    return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] != TCP_ESTABLISHED)
+
+
+def status_of(sock: socket.socket) -> str:
+    """The status of the answer the server began on `sock` (read now, at the end)."""
+    sock.settimeout(0.5)
+    try:
+        head = sock.recv(16)
+    except OSError:
+        return "reset"
+    return head[9:12].decode() if head.startswith(b"HTTP/1.1 ") else "none"
+
+
+async def queued_mib(server: Server) -> float | None:
+    """The server's `baton_queued_bytes`, or None when it has none (an older version)."""
+    headers = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30) as http:
+        text = (await http.get("/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("baton_queued_bytes "):
+            return mib(int(float(line.split()[1])))
+    return None
+
+
+async def sample(server: Server, step: str) -> Sample:
+    return Sample(step, mib(server.rss_bytes()), await queued_mib(server))
+
+
+async def watch(server: Server, seconds: int) -> list[Sample]:
+    """The peaks of RSS and of the gauge over `seconds`, sampled every half second, and both
+    at the end, once the server has settled."""
+    peak, queued = 0, None
+    for _ in range(seconds * 2):
+        await asyncio.sleep(0.5)
+        peak = max(peak, server.rss_bytes())
+        now = await queued_mib(server)
+        if now is not None:
+            queued = max(queued or 0.0, now)
+    return [
+        Sample(f"during: peak over {seconds} s", mib(peak), queued),
+        await sample(server, "during: at the end"),
+    ]
+
+
+async def other_token_answer(server: Server, token: str, query: str) -> str:
+    headers = {"Authorization": f"Bearer {token}"}
+    started = time.monotonic()
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
+        response = await http.post("/graphql", json={"query": query})
+    return f"{response.status_code} in {time.monotonic() - started:.1f} s"
+
+
+async def unread_answers(args: argparse.Namespace) -> list[Sample]:
+    """`--connections` connections of one token ask for about 14 MB each and never read."""
+    samples: list[Sample] = []
+    async with bench_database(args.database_url) as (url, where):
+        print(f"database: {where}", file=sys.stderr)
+        log = Path(tempfile.mkdtemp(prefix="baton-slow-")) / "serve.log"
+        server = start_server(url, log, env=server_env(args))
+        socks: list[socket.socket] = []
+        try:
+            token = make_token(url, args)
+            other = make_token(url, args)
+            await seed(server, token, "slow", max(args.tasks, 100))
+            await asyncio.sleep(1)
+            samples.append(await sample(server, "before: tasks seeded"))
+            body = orjson.dumps({"query": FAT_ANSWER})
+            head = [
+                "POST /graphql HTTP/1.1",
+                "Content-Type: application/json",
+                f"Authorization: Bearer {token}",
+            ]
+            # A few at a time, each wave answered before the next: all of them run, none is
+            # refused for the database's pool being busy.
+            for start in range(0, args.connections, 6):
+                wave = [
+                    stuck_request(server, head, body)
+                    for _ in range(min(6, args.connections - start))
+                ]
+                socks += wave
+                for _ in range(600):  # 30 s at most
+                    if all(answered(s) for s in wave):
+                        break
+                    await asyncio.sleep(0.05)
+            samples += await watch(server, args.seconds)
+            answer = await other_token_answer(server, other, FAT_ANSWER)
+            samples.append(Sample(f"another token's 14 MB answer meanwhile: {answer}", nan))
+            statuses = Counter(status_of(s) for s in socks)
+            said = ", ".join(f"{n} x {status}" for status, n in sorted(statuses.items()))
+            samples.append(Sample(f"the stuck connections were answered: {said}", nan))
+            for sock in socks:
+                sock.close()
+            socks = []
+            await asyncio.sleep(3)
+            samples.append(await sample(server, "after: 3 s after they closed"))
+        finally:
+            for sock in socks:
+                sock.close()
+            stop_server(server)
+    return samples
+
+
+async def seed_hubs(server: Server, token: str) -> None:
+    """`HUBS` tasks in project `hub` (two events each), and 100 tasks in project `deps` with
+    big packets that all depend on every hub."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
+
+        async def hand_off(project: str, packet: dict[str, Any]) -> str:
+            variables = {
+                "input": {
+                    "project": project,
+                    "requester": "slow/r",
+                    "assignee": "slow/a",
+                    "packet": packet,
+                }
+            }
+            response = await http.post("/graphql", json={"query": HAND_OFF, "variables": variables})
+            answer = response.json()["data"]["handOff"]
+            if answer["__typename"] != "HandOffSuccess":
+                raise RuntimeError(answer)
+            task_id: str = answer["task"]["id"]
+            return task_id
+
+        hubs = [
+            await hand_off(
+                "hub", {"task": f"hub {n}", "deliverableType": "doc", "acceptanceCriteria": ["x"]}
+            )
+            for n in range(HUBS)
+        ]
+        for start in range(0, 100, 8):
+            await asyncio.gather(
+                *(
+                    hand_off("deps", {**big_packet(n), "dependsOn": hubs})
+                    for n in range(start, min(100, start + 8))
+                )
+            )
+
+
+async def unread_streams(args: argparse.Namespace) -> list[Sample]:
+    """`--streams` event streams of one token replay events of about 12 MB, never read."""
+    samples: list[Sample] = []
+    async with bench_database(args.database_url) as (url, where):
+        print(f"database: {where}", file=sys.stderr)
+        log = Path(tempfile.mkdtemp(prefix="baton-slow-")) / "serve.log"
+        server = start_server(url, log, env=server_env(args))
+        socks: list[socket.socket] = []
+        try:
+            token = make_token(url, args)
+            other = make_token(url, args)
+            await seed_hubs(server, token)
+            await asyncio.sleep(1)
+            samples.append(await sample(server, "before: tasks seeded"))
+            variables = {"filter": {"projects": ["hub"]}, "after": "0"}
+            body = orjson.dumps({"query": FAT_EVENTS, "variables": variables})
+            head = [
+                "POST /graphql/stream HTTP/1.1",
+                "Content-Type: application/json",
+                f"Authorization: Bearer {token}",
+            ]
+            for _ in range(args.streams):
+                socks.append(stuck_request(server, head, body))
+            samples += await watch(server, args.seconds)
+            cut = sum(gone(s) for s in socks)
+            samples.append(Sample(f"stuck streams the server ended: {cut}", nan))
+            answer = await other_token_answer(server, other, "{ viewer { handle } }")
+            samples.append(Sample(f"another token's request meanwhile: {answer}", nan))
+            for sock in socks:
+                sock.close()
+            socks = []
+            await asyncio.sleep(3)
+            samples.append(await sample(server, "after: 3 s after they closed"))
+        finally:
+            for sock in socks:
+                sock.close()
             stop_server(server)
     return samples
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.slow_sockets", description=__doc__)
+    parser.add_argument("--attack", choices=("sockets", "http", "sse"), default="sockets")
     parser.add_argument("--sockets", type=int, default=20)
     parser.add_argument("--subscriptions", type=int, default=10, help="per socket")
     parser.add_argument("--tasks", type=int, default=300)
-    parser.add_argument("--seconds", type=int, default=10, help="to watch the replays")
+    parser.add_argument("--seconds", type=int, default=10, help="to watch the stuck clients")
     parser.add_argument("--protocol", default="graphql-transport-ws")
     parser.add_argument(
         "--fields", choices=("full", "id"), default="full", help="each event whole, or its id"
     )
+    parser.add_argument("--connections", type=int, default=60, help="--attack http")
+    parser.add_argument("--streams", type=int, default=30, help="--attack sse")
     parser.add_argument("--env", action="append", default=[], help="VAR=VALUE for the server")
     parser.add_argument("--database-url", default=os.environ.get("BATON_BENCH_DATABASE_URL"))
+    parser.add_argument("--src", default=None, help="run the server from this `src` directory")
     args = parser.parse_args(argv)
-    samples = asyncio.run(measure(args))
-    what = "events with packets" if args.fields == "full" else "event ids"
-    print(f"| {args.sockets} sockets x {args.subscriptions} subscriptions ({what}) | RSS (MiB) |")
-    print("| --- | --- |")
+    if args.src:
+        args.src = os.path.abspath(args.src)
+    where = f"src {args.src}" if args.src else "this checkout"
+    if args.attack == "sockets":
+        samples = asyncio.run(measure(args))
+        what = "events with packets" if args.fields == "full" else "event ids"
+        title = f"{args.sockets} sockets x {args.subscriptions} subscriptions ({what}), {where}"
+    elif args.attack == "http":
+        samples = asyncio.run(unread_answers(args))
+        title = f"{args.connections} HTTP connections of one token not reading, {where}"
+    else:
+        samples = asyncio.run(unread_streams(args))
+        title = f"{args.streams} SSE streams of one token not reading, {where}"
+    print(f"| {title} | RSS (MiB) | baton_queued_bytes (MiB) |")
+    print("| --- | --- | --- |")
     for s in samples:
-        print(f"| {s.step} | {'' if s.rss_mib != s.rss_mib else f'{s.rss_mib:.0f}'} |")
+        rss = "" if s.rss_mib != s.rss_mib else f"{s.rss_mib:.0f}"
+        queued = "" if s.queued_mib is None else f"{s.queued_mib:.1f}"
+        print(f"| {s.step} | {rss} | {queued} |")
     return 0
 
 
