@@ -29,11 +29,11 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import orjson
 
-from baton.api.context import Context
 from baton.api.schema import schema
 from baton.cli import SERVER_GC_THRESHOLDS
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
+from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store import migrate

@@ -15,13 +15,13 @@ import uvicorn
 from baton.access.gate import GateDecision
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.access.tokens import create_token
-from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine, Request
 from baton.metrics import DB_STATEMENTS
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import task_id_for
+from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import HandOff, MoveArgs, TaskService
 from baton.store.db import Database

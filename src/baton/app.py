@@ -24,7 +24,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.access import tokens as api_tokens
 from baton.access.principals import Principal
-from baton.api.context import Context
 from baton.api.schema import schema
 from baton.board import routes as board_routes
 from baton.engine.limits import DEFAULT_LIMITS
@@ -35,6 +34,7 @@ from baton.live.hub import STOP_SECONDS, EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.mcp.http import MCPDoor
 from baton.metrics import HTTP_REQUESTS, QUEUED_BYTES, REGISTRY, count
+from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.services.webhooks import WebhookService

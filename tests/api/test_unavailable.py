@@ -11,10 +11,10 @@ import pytest
 
 from baton.access.principals import ADMIN, Principal
 from baton.access.tokens import Grant
-from baton.api.context import Context
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
+from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store.db import Database

@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 from hypothesis_graphql import from_schema
 
 from baton.access.principals import ADMIN, Principal
-from baton.api.context import Context
 from baton.api.schema import schema
 from baton.live.hub import EventHub
 from baton.live.logs import TASK_LOG
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
+from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import HandOff, TaskService
 from baton.store.records import EventRecord

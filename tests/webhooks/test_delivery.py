@@ -89,10 +89,10 @@ async def test_the_body_is_what_the_subscription_delivers(
     bodies = [verified(made["secret"], m) for m in messages]
     first_id = int(bodies[0]["data"]["taskEvents"]["id"])
 
-    from baton.api.context import Context
     from baton.engine.runner import Outcome, Request
     from baton.live.hub import EventHub
     from baton.live.logs import TASK_LOG
+    from baton.services.context import Context
     from baton.services.runs import RunService
 
     service = world.service

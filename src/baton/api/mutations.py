@@ -10,7 +10,6 @@ import strawberry
 from strawberry.types import Info
 from strawberry.types.field import StrawberryField
 
-from baton.api.context import Context
 from baton.api.errors import (
     DuplicateTaskError,
     ForbiddenError,
@@ -40,6 +39,7 @@ from baton.protocol.handoff import (
     TaskState,
     check_move,
 )
+from baton.services.context import Context
 from baton.services.tasks import HandOff, MoveArgs, Outcome
 
 

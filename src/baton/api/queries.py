@@ -7,7 +7,6 @@ from datetime import datetime
 import strawberry
 from strawberry.types import Info
 
-from baton.api.context import Context
 from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
 from baton.api.pages import MAX_PAGE, check_page_size
@@ -28,6 +27,7 @@ from baton.engine.cost import at_most, between, checked, list_size
 from baton.engine.selection import selection_of
 from baton.errors import InvalidInput, NotFound
 from baton.protocol.pipeline import RunPhase, RunStatus
+from baton.services.context import Context
 from baton.services.gate_rules import MAX_RULES
 from baton.services.graphs import Direction, traverse
 from baton.store.runs import RunQuery

@@ -11,7 +11,6 @@ import strawberry
 from strawberry.types import Info
 from strawberry.types.field import StrawberryField
 
-from baton.api.context import Context
 from baton.api.errors import (
     ForbiddenError,
     InvalidInputError,
@@ -25,6 +24,7 @@ from baton.api.results import move_results
 from baton.api.runs import RUN_TYPES, Run, RunLease
 from baton.protocol.logic import Keep
 from baton.protocol.pipeline import PIPELINE, RunEvent
+from baton.services.context import Context
 from baton.services.runs import MAX_TITLE, RunOutcome
 from baton.store.runs import FENCED
 

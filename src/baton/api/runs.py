@@ -10,7 +10,6 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from baton.api.context import Context
 from baton.api.enums import RunEventKind
 from baton.api.fields import reader
 from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types
@@ -19,6 +18,7 @@ from baton.api.types import Task
 from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
+from baton.services.context import Context
 from baton.store.records import RunEventRecord, RunRecord
 from baton.store.runs import RUNS, Lease
 

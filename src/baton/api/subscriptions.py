@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 import strawberry
 from strawberry.types import Info
 
-from baton.api.context import Context
 from baton.api.enums import TaskEventKind
 from baton.api.pages import parse_event_cursor
 from baton.api.runs import RunEventEntry
@@ -19,6 +18,7 @@ from baton.live.filters import EventFilter, LogFilter
 from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.protocol.handoff import HANDOFF, TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
+from baton.services.context import Context
 
 F = TypeVar("F", bound=LogFilter[Any])
 

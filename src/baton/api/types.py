@@ -12,7 +12,6 @@ from strawberry.types import Info
 
 from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
-from baton.api.context import Context
 from baton.api.enums import TaskEventKind
 from baton.api.fields import reader
 from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types, node_type
@@ -24,6 +23,7 @@ from baton.engine.selection import Selection
 from baton.errors import InvalidInput
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
+from baton.services.context import Context
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.tasks import ALL, TASKS, TaskReads, decode_cursor, storable_time
 

@@ -14,7 +14,6 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 from strawberry.types.field import StrawberryField
 
-from baton.api.context import Context
 from baton.api.errors import ForbiddenError, InvalidInputError, NotFoundError
 from baton.api.expected import expected
 from baton.api.pages import MAX_PAGE, check_page_size
@@ -23,6 +22,7 @@ from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.errors import InvalidInput
 from baton.numbers import MAX_BIGINT, ascii_int
+from baton.services.context import Context
 from baton.services.webhooks import (
     DEFAULT_GRACE_SECONDS,
     MAX_DESCRIPTION,

@@ -31,12 +31,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from baton.access.principals import Principal
-from baton.api.context import Context
 from baton.errors import BatonError, NotFound
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.mcp import shapes
 from baton.mcp.sessions import STATUS_KEY, ProcessFull, Sessions, TooManySessions
 from baton.mcp.tools import run_with_lease
+from baton.services.context import Context
 from baton.store.runs import RunQuery
 from baton.store.tasks import TaskQuery
 

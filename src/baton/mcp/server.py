@@ -27,11 +27,11 @@ from mcp.shared.exceptions import MCPError
 
 from baton import inputs
 from baton.access.principals import Principal
-from baton.api.context import Context
 from baton.errors import BatonError, InvalidInput
 from baton.mcp import shapes
 from baton.mcp.resources import Resources
 from baton.mcp.tools import TOOLS, Refused, Tool, shown
+from baton.services.context import Context
 
 log = logging.getLogger("baton.mcp")
 

@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 from jsonschema import Draft202012Validator
 
 from baton.access.principals import ADMIN, Principal, PrincipalKind
-from baton.api.context import Context
 from baton.api.mutations import describe_move
 from baton.api.protocol import lifecycle
 from baton.api.run_mutations import LEASE_ID, describe_event
@@ -35,6 +34,7 @@ from baton.protocol.machine import Machine
 from baton.protocol.params import camel
 from baton.protocol.pipeline import PIPELINE, RunEvent, RunPhase, RunStatus
 from baton.protocol.task_object import DeliverableType
+from baton.services.context import Context
 from baton.services.graphs import Direction, traverse
 from baton.services.runs import MAX_TITLE, RunOutcome
 from baton.services.tasks import HandOff, MoveArgs, Outcome

@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 
 from baton.access.principals import Principal
-from baton.api.context import Context
 from baton.api.enums import TaskEventKind
 from baton.api.subscriptions import RunEventFilter, TaskEventFilter
 from baton.engine.runner import Engine, Outcome, Request
@@ -27,6 +26,7 @@ from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.protocol.handoff import TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
+from baton.services.context import Context
 from baton.store.db import Connection
 from baton.store.sql import Params
 

@@ -56,12 +56,12 @@ import orjson
 from prometheus_client import Counter
 
 from baton.access.principals import ADMIN, Principal, PrincipalKind
-from baton.api.context import Context
 from baton.engine.runner import Engine
 from baton.engine.sharing import SharedOutcomes
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.hub import EventHub
 from baton.metrics import REGISTRY
+from baton.services.context import Context
 from baton.store import webhooks as store
 from baton.store.db import Database
 from baton.store.records import EventRecord, RunEventRecord

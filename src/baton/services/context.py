@@ -1,4 +1,5 @@
-"""What every resolver gets: the caller and the services."""
+"""What every door's handler gets: the caller and the services (a GraphQL resolver's context,
+an MCP tool's, the webhook renderer's)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store.records import EventRecord, RunEventRecord
 
-if TYPE_CHECKING:  # the webhook service imports the API's filters, which import this module
+if TYPE_CHECKING:  # the webhook service imports the webhooks door, which imports this module
     from baton.services.webhooks import WebhookService
 
 
