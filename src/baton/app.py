@@ -23,6 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.access import tokens as api_tokens
+from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.api.schema import schema
 from baton.board import routes as board_routes
@@ -43,7 +44,6 @@ from baton.store import migrate
 from baton.store.db import Database, libpq_url, pool_share
 from baton.store.embedded import start_embedded
 from baton.store.records import EventRecord, RunEventRecord
-from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_sse import GraphQLSSE, StreamLimits

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from baton.access.grants import TokenCache
 from baton.access.principals import Principal
 from baton.access.tokens import (
     Grant,
@@ -22,7 +23,6 @@ from baton.access.tokens import (
 )
 from baton.errors import InvalidInput, Unavailable
 from baton.store.db import Database
-from baton.web.auth import TokenCache
 from tests.helpers import owner
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from baton.access.grants import TokenCache
 from baton.api.schema import schema
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.engine.runner import Engine
-from baton.web.auth import TokenCache
 from baton.web.graphql_ws import GraphQLWS, SocketLimits
 from baton.web.ws_protocol import TRANSPORT_WS
 

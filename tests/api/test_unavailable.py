@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Collection
 import httpx
 import pytest
 
+from baton.access.grants import TokenCache
 from baton.access.principals import ADMIN, Principal
 from baton.access.tokens import Grant
 from baton.api.schema import schema
@@ -18,7 +19,6 @@ from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store.db import Database
-from baton.web.auth import TokenCache
 from baton.web.graphql_http import GraphQLHTTP
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from baton.access.grants import TokenCache
 from baton.engine.runner import Outcome
 from baton.settings import ConfigErrors, Settings
-from baton.web.auth import TokenCache
 from baton.web.graphql_sse import (
     CLOSE_GRACE_SECONDS,
     REVOKED,

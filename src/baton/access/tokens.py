@@ -2,7 +2,7 @@
 
 Tokens carry 256 random bits, so a fast digest is enough: there is nothing to brute-force.
 A token works while it is neither revoked nor past its `expires_at`. Servers cache what a token
-grants for a few seconds (`baton.web.auth`); each re-read also refreshes `last_used_at`, at
+grants for a few seconds (`baton.access.grants`); each re-read also refreshes `last_used_at`, at
 most once a minute per token, so using a token costs no write per request.
 """
 

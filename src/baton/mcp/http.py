@@ -40,6 +40,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import Message, Receive, Scope, Send
 
+from baton.access.grants import TokenCache, bearer
 from baton.errors import Unavailable
 from baton.mcp.resources import Resources, connection_of
 from baton.mcp.server import PRINCIPAL_KEY, TOKEN_KEY, ContextFactory, build, caller
@@ -52,7 +53,6 @@ from baton.mcp.sessions import (
     TooManySessions,
 )
 from baton.metrics import REGISTRY
-from baton.web.auth import TokenCache, bearer
 
 log = logging.getLogger("baton.mcp")
 

@@ -24,11 +24,11 @@ import orjson
 from graphql import OperationType
 from starlette.types import Message, Receive, Scope, Send
 
+from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
 from baton.numbers import ascii_int
-from baton.web.auth import TokenCache, bearer
 from baton.web.graphiql import PAGE_HEADERS, graphiql_page
 from baton.web.metered import graphql_envelope, send_refusal
 from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer

@@ -45,10 +45,10 @@ import orjson
 from graphql import OperationType
 from starlette.types import Message, Receive, Scope, Send
 
+from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
-from baton.web.auth import TokenCache, bearer
 from baton.web.graphql_http import (
     GRAPHQL_RESPONSE,
     JSON,

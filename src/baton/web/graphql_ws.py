@@ -55,10 +55,10 @@ import orjson
 from graphql import OperationType
 from starlette.types import Message, Receive, Scope, Send
 
+from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
-from baton.web.auth import TokenCache, bearer
 from baton.web.outbound import Account, Ledger
 from baton.web.ws_protocol import LEGACY, TRANSPORT, Close, Dialect, choose
 

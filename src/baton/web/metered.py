@@ -23,7 +23,7 @@ from collections.abc import Callable
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from baton.web.auth import TokenCache, bearer
+from baton.access.grants import TokenCache, bearer
 from baton.web.outbound import (
     RETRY_AFTER_SECONDS,
     SCOPE_KEY,

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from typing import Protocol
 
+from baton.access.grants import TokenCache
 from baton.errors import Unavailable
-from baton.web.auth import TokenCache
 
 log = logging.getLogger("baton.revocation")
 

@@ -1,13 +1,15 @@
-"""Bearer tokens: reading them, and resolving them to principals with a short cache.
+"""Bearer tokens: reading them, and resolving them to what they grant with a short cache.
 
+Every door takes its caller from here, so a token works, and stops working, the same on each.
 The bound on revocation: what a token grants is cached for `check_seconds` (default 5,
-`BATON_TOKEN_CHECK_SECONDS`), so a revoked token is refused on HTTP at most that long after the
+`BATON_TOKEN_CHECK_SECONDS`), so a revoked token is refused at most that long after the
 revocation commits; an expired one is refused at once (the expiry time is cached with the
-grant). Open WebSockets are re-checked on the same period by one sweep per process
-(`baton.web.graphql_ws`) and closed with 4403. Five seconds costs one indexed look-up per
-token per process every five seconds, and keeps a stolen token's useful life after
-revocation short. When a token's entry runs out while many requests carry it, one look-up
-answers them all (it was one look-up, and a pool connection, per waiting request).
+grant). Long-lived connections (WebSockets, SSE streams, MCP sessions) are re-checked on the
+same period by their door (`TokenCache.recheck`: one query for all of a door's connections)
+and end when their token stops working. Five seconds costs one indexed look-up per token per
+process every five seconds, and keeps a stolen token's useful life after revocation short.
+When a token's entry runs out while many requests carry it, one look-up answers them all (it
+was one look-up, and a pool connection, per waiting request).
 """
 
 from __future__ import annotations
