@@ -44,9 +44,9 @@ from starlette.routing import Route
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.access.tokens import create_token
+from baton.services.webhook_secrets import new_secret
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
-from baton.webhooks.signing import new_secret
 
 from .server import Server, bench_database, start_server, stop_server
 

@@ -38,6 +38,8 @@ from baton.metrics import HTTP_REQUESTS, QUEUED_BYTES, REGISTRY, count
 from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
+from baton.services.webhook_addresses import Policy
+from baton.services.webhook_secrets import SecretBox
 from baton.services.webhooks import WebhookService
 from baton.settings import Settings
 from baton.store import migrate
@@ -51,8 +53,6 @@ from baton.web.graphql_ws import GraphQLWS, SocketLimits
 from baton.web.metered import Metered, Render, graphql_envelope, jsonrpc_envelope
 from baton.web.outbound import Ledger
 from baton.web.sse_protocol import wants_event_stream
-from baton.webhooks.addresses import Policy
-from baton.webhooks.signing import SecretBox
 from baton.webhooks.worker import DeliveryWorker, WorkerSettings
 
 log = logging.getLogger("baton")

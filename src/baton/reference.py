@@ -165,9 +165,9 @@ def limits_table() -> str:
 
 
 def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
+    from baton.services.webhook_addresses import MAX_URL_LENGTH
     from baton.services.webhooks import MAX_DESCRIPTION, MAX_GRACE_SECONDS
     from baton.store.webhooks import KEPT_DELIVERIES, MAX_ENDPOINTS, MAX_PENDING_MANUAL
-    from baton.webhooks.addresses import MAX_URL_LENGTH
     from baton.webhooks.attempt import MAX_RESPONSE_BYTES
     from baton.webhooks.fairness import share
     from baton.webhooks.worker import BATCH
@@ -179,7 +179,7 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
         (
             "webhook URL / description",
             f"{MAX_URL_LENGTH:,} / {MAX_DESCRIPTION} characters",
-            "`baton.webhooks`",
+            "`baton.services`",
         ),
         (
             "one webhook attempt (resolve, connect, send, answer)",

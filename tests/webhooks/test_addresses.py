@@ -9,7 +9,7 @@ import ipaddress
 import pytest
 
 from baton.access.principals import Principal, PrincipalKind
-from baton.webhooks import addresses
+from baton.services import webhook_addresses as addresses
 from tests.conftest import LiveServer
 from tests.helpers import World
 from tests.webhooks.conftest import create_endpoint, graphql

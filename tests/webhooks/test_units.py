@@ -8,23 +8,25 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from baton.webhooks import addresses, schedule, signing
+from baton.services import webhook_addresses as addresses
+from baton.services import webhook_secrets
+from baton.webhooks import schedule, signing
 
 
 def test_signatures_verify_with_the_reference_library() -> None:
-    secret = signing.new_secret()
+    secret = webhook_secrets.new_secret()
     body = b'{"type":"ping","data":{}}'
     now = int(datetime.now(UTC).timestamp())
     headers = signing.headers([secret], "msg_1", now, body)
     assert Webhook(secret).verify(body, headers) == {"type": "ping", "data": {}}
     with pytest.raises(WebhookVerificationError):
-        Webhook(signing.new_secret()).verify(body, headers)
+        Webhook(webhook_secrets.new_secret()).verify(body, headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(secret).verify(body + b" ", headers)
 
 
 def test_two_secrets_sign_during_a_rotation() -> None:
-    old, new = signing.new_secret(), signing.new_secret()
+    old, new = webhook_secrets.new_secret(), webhook_secrets.new_secret()
     body = b"{}"
     headers = signing.headers([new, old], "msg_2", int(datetime.now(UTC).timestamp()), body)
     assert len(headers["webhook-signature"].split(" ")) == 2
@@ -33,18 +35,18 @@ def test_two_secrets_sign_during_a_rotation() -> None:
 
 
 def test_sealed_secrets_open_only_with_their_key_and_row() -> None:
-    box = signing.SecretBox("k" * 32)
-    secret = signing.new_secret()
+    box = webhook_secrets.SecretBox("k" * 32)
+    secret = webhook_secrets.new_secret()
     sealed = box.seal(secret, "wh_1")
     assert secret not in sealed and sealed.startswith("v1:")
     assert box.open(sealed, "wh_1") == secret
-    with pytest.raises(signing.SecretUnavailable):
+    with pytest.raises(webhook_secrets.SecretUnavailable):
         box.open(sealed, "wh_2")  # the endpoint id is bound in
-    with pytest.raises(signing.SecretUnavailable):
-        signing.SecretBox("j" * 32).open(sealed, "wh_1")
-    with pytest.raises(signing.SecretUnavailable, match="BATON_WEBHOOK_SECRET_KEY"):
-        signing.SecretBox(None).open(sealed, "wh_1")
-    plain = signing.SecretBox(None).seal(secret, "wh_1")
+    with pytest.raises(webhook_secrets.SecretUnavailable):
+        webhook_secrets.SecretBox("j" * 32).open(sealed, "wh_1")
+    with pytest.raises(webhook_secrets.SecretUnavailable, match="BATON_WEBHOOK_SECRET_KEY"):
+        webhook_secrets.SecretBox(None).open(sealed, "wh_1")
+    plain = webhook_secrets.SecretBox(None).seal(secret, "wh_1")
     assert plain == "plain:" + secret
     assert box.open(plain, "wh_1") == secret  # stored before a key was set: still opens
 

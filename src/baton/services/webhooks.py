@@ -20,6 +20,8 @@ from typing import Any
 from baton.access.principals import Principal, PrincipalKind
 from baton.errors import Forbidden, InvalidInput, NotFound
 from baton.protocol import task_object
+from baton.services.webhook_addresses import Policy, Refused, check, parse
+from baton.services.webhook_secrets import SecretBox, new_secret
 from baton.store import webhooks as store
 from baton.store.db import Connection, Database
 from baton.store.webhooks import (
@@ -29,7 +31,7 @@ from baton.store.webhooks import (
     DeliveryStatus,
     EndpointRecord,
 )
-from baton.webhooks import addresses, render, signing
+from baton.webhooks import render
 
 MAX_DESCRIPTION = 500
 MAX_GRACE_SECONDS = 7 * 86400
@@ -63,8 +65,8 @@ class WebhookService:
     def __init__(
         self,
         db: Database,
-        box: signing.SecretBox,
-        policy: addresses.Policy,
+        box: SecretBox,
+        policy: Policy,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.db = db
@@ -105,8 +107,8 @@ class WebhookService:
     def _parsed(self, url: str) -> None:
         """The URL's form alone (no look-up)."""
         try:
-            addresses.parse(url, self.policy)
-        except addresses.Refused as exc:
+            parse(url, self.policy)
+        except Refused as exc:
             raise InvalidInput("url", str(exc)) from None
 
     async def _url(self, url: str) -> dict[str, Any]:
@@ -114,8 +116,8 @@ class WebhookService:
         needed BATON_WEBHOOK_ALLOW_PRIVATE (kept with the endpoint: see `baton.store.webhooks`).
         Only ever called for a caller who may manage the endpoint."""
         try:
-            checked = await addresses.check(url, self.policy)
-        except addresses.Refused as exc:
+            checked = await check(url, self.policy)
+        except Refused as exc:
             raise InvalidInput("url", str(exc)) from None
         return {"url": url, "allow_private": checked.private}
 
@@ -153,7 +155,7 @@ class WebhookService:
         _check_filters(task_filter, run_filter)
         checked = await self._url(url)
         id = "wh_" + secrets.token_hex(10)
-        secret = signing.new_secret()
+        secret = new_secret()
         async with self.db.transaction() as conn:
             created = await store.insert_endpoint(
                 conn,
@@ -222,7 +224,7 @@ class WebhookService:
         `grace_seconds` (a secret replaced earlier stops at once)."""
         if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
             raise InvalidInput("graceSeconds", f"must be between 0 and {MAX_GRACE_SECONDS}")
-        secret = signing.new_secret()
+        secret = new_secret()
         async with self.db.transaction() as conn:
             current = await self._held(conn, principal, id, lock=True)
             until = datetime.now(UTC) + timedelta(seconds=grace_seconds)

@@ -259,7 +259,7 @@ class WebhookEndpointRow(SQLModel, table=True):
     # is not sent.
     task_filter: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB))
     run_filter: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONB))
-    # Sealed (see baton.webhooks.signing): encrypted when BATON_WEBHOOK_SECRET_KEY is set.
+    # Sealed (see baton.services.webhook_secrets): encrypted when BATON_WEBHOOK_SECRET_KEY is set.
     secret: str = Field(sa_column=Column(Text, nullable=False))
     previous_secret: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     previous_secret_until: datetime | None = _optional_ts()

@@ -1,11 +1,11 @@
 """One HTTP attempt at a webhook message, bounded in time and in what it reads back.
 
-The request goes to the address `addresses.resolve` checked, with the Standard Webhooks
-headers; redirects are not followed (a 3xx is a failure); the whole attempt (resolving,
-connecting, sending, the answer's head and up to `MAX_RESPONSE_BYTES` of its body) gets
-`timeout` seconds. Only a 2xx acknowledges. Right before the request is made (after the
-look-up), the caller may withdraw it (`go`): an endpoint changed since its turn began gets
-nothing more from that turn.
+The request goes to the address `resolve` checked (`baton.services.webhook_addresses`), with
+the Standard Webhooks headers; redirects are not followed (a 3xx is a failure); the whole
+attempt (resolving, connecting, sending, the answer's head and up to `MAX_RESPONSE_BYTES` of
+its body) gets `timeout` seconds. Only a 2xx acknowledges. Right before the request is made
+(after the look-up), the caller may withdraw it (`go`): an endpoint changed since its turn
+began gets nothing more from that turn.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import SplitResult
 
 import httpx
 
-from baton.webhooks.addresses import Policy, Refused, pinned, resolve
+from baton.services.webhook_addresses import Policy, Refused, pinned, resolve
 
 MAX_RESPONSE_BYTES = 1024  # of a receiver's answer, kept for the delivery log
 MAX_ERROR_CHARS = 500

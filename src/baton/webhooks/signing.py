@@ -1,17 +1,12 @@
-"""Standard Webhooks signing, and how signing secrets are kept in the database.
+"""Standard Webhooks signing of each message.
 
-A secret is `whsec_` and 32 random bytes in base64; the signature of a message is
+The signature of a message is
 `v1,<base64 HMAC-SHA256(secret, "<webhook-id>.<webhook-timestamp>.<body>")>`, and
 `webhook-signature` lists one such value per secret in force, space-separated (the new one and,
 during a rotation's grace period, the old one). Signing is these few lines of the standard
 library; the tests verify every delivery with the `standardwebhooks` reference library, an
-independent implementation.
-
-Sealing: with `BATON_WEBHOOK_SECRET_KEY` set, a secret is stored as `v1:` and the base64 of a
-random nonce and its AES-256-GCM ciphertext, the endpoint's id bound in as associated data (a
-sealed secret copied to another row does not open). Without the key it is stored as `plain:`
-and the secret itself: a database dump then gives the secrets away, and the README says so.
-Both forms open as long as the key that sealed them is configured.
+independent implementation. Secrets, and how they are made and stored, are the endpoint's
+(`baton.services.webhook_secrets`).
 """
 
 from __future__ import annotations
@@ -19,26 +14,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
-import secrets
 from collections.abc import Sequence
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-PREFIX = "whsec_"
-SECRET_BYTES = 32
-_PLAIN = "plain:"
-_SEALED = "v1:"
-_NONCE = 12
-
-
-class SecretUnavailable(Exception):
-    """A stored secret that cannot be opened with the key configured now."""
-
-
-def new_secret() -> str:
-    return PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+from baton.services.webhook_secrets import PREFIX
 
 
 def _key_bytes(secret: str) -> bytes:
@@ -62,41 +40,3 @@ def headers(
             signature(s, message_id, timestamp, body) for s in secrets_in_force
         ),
     }
-
-
-class SecretBox:
-    """Seals secrets for storage and opens them again (see the module docstring)."""
-
-    def __init__(self, key: str | None) -> None:
-        # Any 32+ character setting becomes a 256-bit key by SHA-256 (it is checked for length
-        # at start; a random value from `openssl rand -base64 32` is what the README suggests).
-        self._aead = AESGCM(hashlib.sha256(key.encode()).digest()) if key else None
-
-    @property
-    def encrypts(self) -> bool:
-        return self._aead is not None
-
-    def seal(self, secret: str, endpoint_id: str) -> str:
-        if self._aead is None:
-            return _PLAIN + secret
-        nonce = os.urandom(_NONCE)
-        sealed = self._aead.encrypt(nonce, secret.encode(), endpoint_id.encode())
-        return _SEALED + base64.b64encode(nonce + sealed).decode()
-
-    def open(self, stored: str, endpoint_id: str) -> str:
-        if stored.startswith(_PLAIN):
-            return stored.removeprefix(_PLAIN)
-        if not stored.startswith(_SEALED):
-            raise SecretUnavailable("the stored secret has an unknown form")
-        if self._aead is None:
-            raise SecretUnavailable(
-                "the signing secret is encrypted and BATON_WEBHOOK_SECRET_KEY is not set"
-            )
-        raw = base64.b64decode(stored.removeprefix(_SEALED))
-        try:
-            return self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], endpoint_id.encode()).decode()
-        except InvalidTag:
-            raise SecretUnavailable(
-                "the signing secret does not open with BATON_WEBHOOK_SECRET_KEY (another key "
-                "sealed it)"
-            ) from None

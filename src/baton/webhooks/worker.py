@@ -62,6 +62,8 @@ from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.hub import EventHub
 from baton.metrics import REGISTRY
 from baton.services.context import Context
+from baton.services.webhook_addresses import Policy, Refused, parse
+from baton.services.webhook_secrets import SecretBox, SecretUnavailable
 from baton.store import webhooks as store
 from baton.store.db import Database
 from baton.store.records import EventRecord, RunEventRecord
@@ -74,7 +76,6 @@ from baton.store.webhooks import (
     Recorded,
 )
 from baton.webhooks import attempt, fairness, render, schedule, signing
-from baton.webhooks.addresses import Policy, Refused, parse
 
 log = logging.getLogger("baton.webhooks")
 
@@ -121,7 +122,7 @@ class DeliveryWorker:
         engine: Engine,
         context: Callable[[Principal], Context],
         hubs: tuple[EventHub[EventRecord], EventHub[RunEventRecord]],
-        box: signing.SecretBox,
+        box: SecretBox,
         settings: WorkerSettings,
     ) -> None:
         self.db = db
@@ -338,7 +339,7 @@ class DeliveryWorker:
         try:
             parts = parse(endpoint.url, policy)
             secrets = self._secrets(endpoint)
-        except (Refused, signing.SecretUnavailable) as exc:
+        except (Refused, SecretUnavailable) as exc:
             if not await self._unchanged(endpoint):
                 return None, started
             answer: attempt.Answer | None = attempt.Answer(False, None, None, str(exc), 0)
