@@ -44,9 +44,9 @@ def configuration_table() -> str:
 def limits_table() -> str:
     from baton.api.pages import MAX_PAGE
     from baton.api.schema import schema
-    from baton.api.types import MAX_FILTER_VALUES
     from baton.engine.limits import DEFAULT_LIMITS
     from baton.live import hub
+    from baton.live.filters import MAX_FILTER_VALUES
     from baton.web.graphql_ws import SocketLimits
 
     s = Settings()
@@ -77,7 +77,7 @@ def limits_table() -> str:
         (
             "values per filter list (listings and subscriptions)",
             str(MAX_FILTER_VALUES),
-            "`baton.api`",
+            "`baton.live.filters`",
         ),
         (
             "operations (subscriptions) per WebSocket",

@@ -1,4 +1,4 @@
-"""The protocol's Python enums, exposed to GraphQL as they are."""
+"""The Python enums of the layers below, exposed to GraphQL as they are (and the API's own)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,7 @@ from baton.access.principals import PrincipalKind
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.pipeline import RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
-
-
-class TaskEventKind(StrEnum):
-    created = "created"
-    moved = "moved"
-    checkpoint_saved = "checkpoint_saved"
-
-
-class RunEventKind(StrEnum):
-    created = "created"
-    moved = "moved"
+from baton.store.records import RunEventKind, TaskEventKind
 
 
 class GraphDirection(StrEnum):

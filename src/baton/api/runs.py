@@ -10,7 +10,6 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from baton.api.enums import RunEventKind
 from baton.api.fields import reader
 from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types
 from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
@@ -19,7 +18,7 @@ from baton.engine.cost import list_size
 from baton.engine.plans import batched
 from baton.protocol.pipeline import PIPELINE, RunCheckpoint, RunEvent, RunPhase, RunStatus
 from baton.services.context import Context
-from baton.store.records import RunEventRecord, RunRecord
+from baton.store.records import RunEventKind, RunEventRecord, RunRecord
 from baton.store.runs import RUNS, Lease
 
 if TYPE_CHECKING:

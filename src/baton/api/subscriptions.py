@@ -8,17 +8,16 @@ from typing import Any, TypeVar
 import strawberry
 from strawberry.types import Info
 
-from baton.api.enums import TaskEventKind
 from baton.api.pages import parse_event_cursor
 from baton.api.runs import RunEventEntry
-from baton.api.types import MAX_FILTER_VALUES, Task, TaskEvent, filter_problem
+from baton.api.types import Task, TaskEvent, filter_problem
 from baton.engine.cost import checked, parses
-from baton.errors import InvalidInput
 from baton.live.filters import EventFilter, LogFilter
 from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.protocol.handoff import HANDOFF, TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
 from baton.services.context import Context
+from baton.store.records import TaskEventKind
 
 F = TypeVar("F", bound=LogFilter[Any])
 
@@ -29,18 +28,11 @@ EVENT_STREAM_ARGUMENTS = checked(
 
 
 def log_filter(given: object, spec: type[F]) -> F:
-    """The filter `spec` for a filter input whose fields are named as its conditions: each
-    list (at most MAX_FILTER_VALUES values) as a set, each single value as it is."""
-    values: dict[str, Any] = {}
-    for condition in spec.schema.conditions:
-        value = getattr(given, condition.name)
-        if value is not None and condition.many:
-            if len(value) > MAX_FILTER_VALUES:
-                field = f"filter.{condition.name}"
-                raise InvalidInput(field, f"at most {MAX_FILTER_VALUES} values")
-            value = frozenset(value)
-        values[condition.name] = value
-    return spec(**values)
+    """The filter `spec` for a filter input whose fields are named as its conditions (held to
+    the filter's bounds by `LogFilter.of`, as a webhook endpoint's stored filter is)."""
+    return spec.of(
+        {condition.name: getattr(given, condition.name) for condition in spec.schema.conditions}
+    )
 
 
 @strawberry.input(description="All given conditions must hold; a list matches any of its items.")

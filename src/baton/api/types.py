@@ -12,7 +12,6 @@ from strawberry.types import Info
 
 from baton.access.gate import GateDecision, GateRule
 from baton.access.principals import Principal, PrincipalKind
-from baton.api.enums import TaskEventKind
 from baton.api.fields import reader
 from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types, node_type
 from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
@@ -21,10 +20,11 @@ from baton.engine.cost import checked, list_size, parses
 from baton.engine.plans import batched
 from baton.engine.selection import Selection
 from baton.errors import InvalidInput
+from baton.live.filters import MAX_FILTER_VALUES
 from baton.protocol.handoff import MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.task_object import DeliverableType, EvidenceKind, Provenance
 from baton.services.context import Context
-from baton.store.records import EventRecord, TaskRecord
+from baton.store.records import EventRecord, TaskEventKind, TaskRecord
 from baton.store.tasks import ALL, TASKS, TaskReads, decode_cursor, storable_time
 
 if TYPE_CHECKING:
@@ -32,9 +32,6 @@ if TYPE_CHECKING:
     from baton.api.runs import Run
 MAX_DEPENDENCIES = 20  # the seed's bound on `packet.depends_on`
 MAX_EVIDENCE = 20  # the seed's bound on `result.evidence`
-
-
-MAX_FILTER_VALUES = 100
 
 
 def filter_problem(value: Any) -> str | None:

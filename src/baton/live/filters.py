@@ -8,26 +8,34 @@ log or of its subject's row, and an event record carries the same names (`EventR
 for `task_events.task_id`, `EventRecord.task.project` for `tasks.project`), so the SQL and the
 Python test are made from that name alone. A lifecycle's filter is a frozen dataclass of its
 conditions' values that derives from `LogFilter` and names its schema.
+
+Every door makes its filters here, so each is held to the same bounds: `LogFilter.of` from the
+conditions' values (a GraphQL filter input's), `LogFilter.from_stored` from a filter as a
+webhook endpoint keeps it (the input's names, JSON values).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from baton.access.principals import Principal
+from baton.errors import InvalidInput
 from baton.protocol.handoff import TaskState
+from baton.protocol.params import camel
 from baton.protocol.pipeline import RunEvent, RunStatus
 from baton.store import runs
-from baton.store.records import EventRecord, RunEventRecord
+from baton.store.records import EventRecord, RunEventRecord, TaskEventKind
 from baton.store.runs import RUNS
 from baton.store.sql import Params
 from baton.store.tasks import TASKS, visible_sql
 
 E = TypeVar("E")
+
+MAX_FILTER_VALUES = 100  # in one list of a filter (a listing's filter is held to it too)
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,12 @@ class Condition:
     log: str | None = None
     row: str | None = None
     many: bool = True
+    values: type[Enum] | None = None  # the enum whose members it holds, if any
+
+    @property
+    def key(self) -> str:
+        """Its name in a filter input and in a stored filter: `taskIds`."""
+        return camel(self.name)
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,34 @@ class LogFilter(Generic[E]):
     dataclass fields, named as the schema's conditions; None leaves a condition out)."""
 
     schema: ClassVar[FilterSchema]
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> Self:
+        """The filter with the conditions' values in `given`, by name (None or missing leaves
+        one out): each list, of at most `MAX_FILTER_VALUES` values, as a set."""
+        values: dict[str, Any] = {}
+        for condition in cls.schema.conditions:
+            value = given.get(condition.name)
+            if value is not None and condition.many:
+                _bounded(condition, value)
+                value = frozenset(value)
+            values[condition.name] = value
+        return cls(**values)
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any]) -> Self:
+        """The filter a stored one stands for: the filter input's names (`taskIds`), lists of
+        strings and single strings, enum members by value. `InvalidInput` for a name that is
+        not a condition, a value of another form, or past the bounds of `of`."""
+        conditions = {condition.key: condition for condition in cls.schema.conditions}
+        given: dict[str, Any] = {}
+        for key, value in stored.items():
+            condition = conditions.get(key)
+            if condition is None:
+                raise InvalidInput(f"filter.{key}", "is not a condition of this filter")
+            if value is not None:
+                given[condition.name] = _read(condition, value)
+        return cls.of(given)
 
     def _tests(self) -> tuple[_Test, ...]:
         # Worked out once per filter: live fan-out tests every event against it.
@@ -116,6 +158,30 @@ class LogFilter(Generic[E]):
         return " AND ".join(clauses)
 
 
+def _bounded(condition: Condition, value: Any) -> None:
+    if len(value) > MAX_FILTER_VALUES:
+        raise InvalidInput(f"filter.{condition.name}", f"at most {MAX_FILTER_VALUES} values")
+
+
+def _read(condition: Condition, value: Any) -> Any:
+    """A stored condition's value as the filter holds it (its enum's members)."""
+    where = f"filter.{condition.key}"
+    items = value if condition.many else [value]
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise InvalidInput(
+            where, "must be a list of strings" if condition.many else "must be a string"
+        )
+    if condition.many:
+        _bounded(condition, items)
+    if condition.values is not None:
+        members = {member.value: member for member in condition.values}
+        unknown = next((item for item in items if item not in members), None)
+        if unknown is not None:
+            raise InvalidInput(where, f"{unknown!r} is not a {condition.values.__name__}")
+        items = [members[item] for item in items]
+    return items if condition.many else items[0]
+
+
 def check_filter(cls: type[LogFilter[Any]]) -> None:
     """A filter's fields are exactly its schema's conditions, in order."""
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # a dataclass, checked here
@@ -134,8 +200,8 @@ TASK_EVENTS = FilterSchema(
     conditions=(
         Condition("task_ids", log=TASKS.subject),
         Condition("projects", row="project"),
-        Condition("kinds", log="kind"),
-        Condition("states", log=TASKS.after),  # the event's toState
+        Condition("kinds", log="kind", values=TaskEventKind),
+        Condition("states", log=TASKS.after, values=TaskState),  # the event's toState
         Condition("requester", row="requester", many=False),
         Condition("assignee", row="assignee", many=False),
     ),
@@ -163,8 +229,8 @@ RUN_EVENTS = FilterSchema(
         Condition("run_ids", log=RUNS.subject),
         Condition("projects", row="project"),
         Condition("task_ids", row="task_id"),
-        Condition("events", log=RUNS.name),
-        Condition("statuses", log=RUNS.after),  # the event's toStatus
+        Condition("events", log=RUNS.name, values=RunEvent),
+        Condition("statuses", log=RUNS.after, values=RunStatus),  # the event's toStatus
     ),
 )
 

@@ -4,17 +4,15 @@ an MCP tool's, the webhook renderer's)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from baton.access.principals import Principal
 from baton.errors import Forbidden
 from baton.live.hub import EventHub
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
+from baton.services.webhooks import WebhookService
 from baton.store.records import EventRecord, RunEventRecord
-
-if TYPE_CHECKING:  # the webhook service imports the webhooks door, which imports this module
-    from baton.services.webhooks import WebhookService
 
 
 @dataclass(slots=True)  # one per open WebSocket: thousands idle in a process

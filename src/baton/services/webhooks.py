@@ -19,6 +19,7 @@ from typing import Any
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.errors import Forbidden, InvalidInput, NotFound
+from baton.live.filters import EventFilter, RunEventFilter
 from baton.protocol import task_object
 from baton.services.webhook_addresses import Policy, Refused, check, parse
 from baton.services.webhook_secrets import SecretBox, new_secret
@@ -31,7 +32,6 @@ from baton.store.webhooks import (
     DeliveryStatus,
     EndpointRecord,
 )
-from baton.webhooks import render
 
 MAX_DESCRIPTION = 500
 MAX_GRACE_SECONDS = 7 * 86400
@@ -56,9 +56,9 @@ def _check_filters(
         )
     # The same conversion the worker makes: bounds (values per list) are checked here.
     if task_filter is not None:
-        render.task_filter(task_filter)
+        EventFilter.from_stored(task_filter)
     if run_filter is not None:
-        render.run_filter(run_filter)
+        RunEventFilter.from_stored(run_filter)
 
 
 class WebhookService:

@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
 import orjson
@@ -297,10 +297,18 @@ for _field in fields(TaskRecord):
         setattr(TaskRecord, _field.name, Absent(_field.name))
 
 
+class TaskEventKind(StrEnum):
+    """What a task event records."""
+
+    created = "created"
+    moved = "moved"
+    checkpoint_saved = "checkpoint_saved"
+
+
 @dataclass(frozen=True)
 class EventRecord:
     id: int
-    kind: str  # created | moved | checkpoint_saved
+    kind: str  # a TaskEventKind's value
     task_id: str
     move: MoveName | None
     from_state: TaskState | None
@@ -376,10 +384,17 @@ class RunRecord:
         )
 
 
+class RunEventKind(StrEnum):
+    """What a run event records."""
+
+    created = "created"
+    moved = "moved"
+
+
 @dataclass(frozen=True)
 class RunEventRecord:
     id: int
-    kind: str  # created | moved
+    kind: str  # a RunEventKind's value
     run_id: str
     event: RunEvent | None
     from_status: RunStatus | None

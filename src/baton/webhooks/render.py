@@ -18,14 +18,9 @@ from typing import Any
 import orjson
 
 from baton.access.principals import Principal
-from baton.api.enums import TaskEventKind
-from baton.api.subscriptions import RunEventFilter, TaskEventFilter
 from baton.engine.runner import Engine, Outcome, Request
-from baton.live.filters import EventFilter
-from baton.live.filters import RunEventFilter as RunFilterSpec
+from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.logs import RUN_LOG, TASK_LOG
-from baton.protocol.handoff import TaskState
-from baton.protocol.pipeline import RunEvent, RunStatus
 from baton.services.context import Context
 from baton.store.db import Connection
 from baton.store.sql import Params
@@ -62,32 +57,6 @@ class RenderFailed(Exception):
     """The engine did not give the expected events (refused, errors, or another event)."""
 
 
-def task_filter(variables: Mapping[str, Any]) -> EventFilter:
-    """The stored `TaskEventFilter` variables as the filter the subscription builds."""
-    return TaskEventFilter(
-        task_ids=variables.get("taskIds"),
-        projects=variables.get("projects"),
-        kinds=_each(TaskEventKind, variables.get("kinds")),
-        states=_each(TaskState, variables.get("states")),
-        requester=variables.get("requester"),
-        assignee=variables.get("assignee"),
-    ).to_filter()
-
-
-def run_filter(variables: Mapping[str, Any]) -> RunFilterSpec:
-    return RunEventFilter(
-        run_ids=variables.get("runIds"),
-        projects=variables.get("projects"),
-        task_ids=variables.get("taskIds"),
-        events=_each(RunEvent, variables.get("events")),
-        statuses=_each(RunStatus, variables.get("statuses")),
-    ).to_filter()
-
-
-def _each(enum: Any, values: list[str] | None) -> Any:
-    return None if values is None else [enum(v) for v in values]
-
-
 async def matching_ids(
     conn: Connection,
     log: str,
@@ -101,12 +70,12 @@ async def matching_ids(
     order: the same SQL condition its replay uses (`where`), visibility included."""
     p = Params(start=2)  # $1 and $2 are the cursor and the limit
     if log == "task":
-        condition = task_filter(variables).where(principal, p)
+        condition = EventFilter.from_stored(variables).where(principal, p)
         events = await TASK_LOG.after(
             conn, after, limit, f"{condition} AND e.id <= {p(through)}", p.values
         )
         return [e.id for e in events]
-    condition = run_filter(variables).where(principal, p)
+    condition = RunEventFilter.from_stored(variables).where(principal, p)
     runs = await RUN_LOG.after(
         conn, after, limit, f"{condition} AND e.id <= {p(through)}", p.values
     )
