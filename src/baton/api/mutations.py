@@ -33,14 +33,11 @@ from baton.engine.cost import list_size
 from baton.errors import InvalidInput
 from baton.numbers import MAX_BIGINT, ascii_int
 from baton.protocol.handoff import (
-    AFTER_VERIFYING,
     HANDOFF,
-    MoveName,
-    TaskState,
-    check_move,
 )
 from baton.services.context import Context
 from baton.services.tasks import HandOff, MoveArgs, Outcome
+from baton.services.words import describe_move
 
 
 @strawberry.type(
@@ -91,20 +88,6 @@ def _move_success(outcome: Outcome) -> Any:
 
 
 # --- one mutation per move name, from the table -------------------------------------------
-
-
-def describe_move(name: MoveName) -> str:
-    pairs = ", ".join(f"{m.source.value} → {m.target.value}" for m in HANDOFF.named(name))
-    actor = HANDOFF.named(name)[0].actor.value.replace("_", " ")
-    text = f"{pairs} (who: {actor})."
-    if name is MoveName.SUBMIT_RESULT:
-        for mode, follow in AFTER_VERIFYING.items():
-            if follow is None:
-                text += f" {mode.value}: rests in verifying for the requester."
-            else:
-                then = check_move(TaskState.verifying, None, follow).target.value
-                text += f" {mode.value}: then verifying → {then} in the same call."
-    return text
 
 
 async def _move(info: Info[Context, None], name: Any, input: Any, args: dict[str, Any]) -> Any:

@@ -1,13 +1,15 @@
-"""The `protocol` query: the lifecycles as data, read straight from the protocol tables."""
+"""The `protocol` query: the lifecycles as data (`baton.protocol.description`), as the schema's
+types."""
 
 from __future__ import annotations
 
-from enum import Enum
+from dataclasses import fields
 from typing import Any
 
 import strawberry
 
 from baton.engine.cost import list_size
+from baton.protocol.description import describe
 from baton.protocol.handoff import HANDOFF
 from baton.protocol.machine import Machine
 from baton.protocol.pipeline import PIPELINE
@@ -77,50 +79,26 @@ class Lifecycle:
     attributes: list[ProtocolAttribute] = strawberry.field(metadata=list_size(5))
 
 
-def _value(e: Enum) -> str:
-    return str(e.value)
-
-
 def lifecycle(machine: Machine[Any, Any, Any]) -> Lifecycle:
+    """The lifecycle's description (`baton.protocol.description`) as the schema's types."""
+    found = describe(machine)
     return Lifecycle(
-        name=machine.name,
-        states=[
-            ProtocolState(
-                name=_value(info.state),
-                description=info.description,
-                terminal=info.terminal,
-                initial=info.initial,
-                note=info.note,
-                in_baton=info.in_baton,
-                moves_to=[_value(s) for s in machine.targets(info.state)],
-                reached_from=[_value(s) for s in machine.sources(info.state)],
-                label=info.label,
-                failure=info.failure,
-            )
-            for info in machine.states
-        ],
+        name=found.name,
+        states=[ProtocolState(**_fields(s)) for s in found.states],
+        moves=[ProtocolMove(**_fields(m)) for m in found.moves],
         attributes=[
             ProtocolAttribute(
-                name=axis.name,
-                ordered=axis.ordered,
-                values=[
-                    ProtocolValue(name=_value(v.value), label=v.label, description=v.description)
-                    for v in axis.values
-                ],
+                name=a.name,
+                ordered=a.ordered,
+                values=[ProtocolValue(**_fields(v)) for v in a.values],
             )
-            for axis in machine.attributes
-        ],
-        moves=[
-            ProtocolMove(
-                name=_value(m.name),
-                from_=_value(m.source),
-                to=_value(m.target),
-                mutation=m.mutation,
-                actor=_value(m.actor),
-            )
-            for m in machine.moves
+            for a in found.attributes
         ],
     )
+
+
+def _fields(plain: Any) -> dict[str, Any]:
+    return {f.name: getattr(plain, f.name) for f in fields(plain)}
 
 
 @strawberry.type(description="Baton's lifecycles.")

@@ -22,10 +22,10 @@ from baton.api.expected import expected
 from baton.api.moves import move_fields
 from baton.api.results import move_results
 from baton.api.runs import RUN_TYPES, Run, RunLease
-from baton.protocol.logic import Keep
 from baton.protocol.pipeline import PIPELINE, RunEvent
 from baton.services.context import Context
 from baton.services.runs import MAX_TITLE, RunOutcome
+from baton.services.words import LEASE_ID, describe_event
 from baton.store.runs import FENCED
 
 
@@ -67,51 +67,12 @@ RunHeartbeatResult = Annotated[
     strawberry.union("RunHeartbeatResult"),
 ]
 
-# What the schema says about `leaseId`, on runHeartbeat and every runner event on a claimed run.
-LEASE_ID = (
-    "The lease your claim took (`claimRun` → `lease { id }`). Optional: without it, the lease's "
-    "holder principal alone is checked, which cannot tell apart two daemons sharing one "
-    "principal (after one's lease ran out and the other claimed the run, the first one's late "
-    "call would pass). With it, the call succeeds only while that very lease is live; "
-    "otherwise LeaseLostError. Daemons should always send it."
-)
-
 
 def _success(outcome: Any) -> Any:
     if not isinstance(outcome, RunOutcome):
         return outcome
     lease = RunLease.of(outcome.lease) if outcome.lease is not None else None
     return RUN_MOVES.of(outcome.run, outcome.events, lease=lease)
-
-
-def describe_event(name: RunEvent) -> str:
-    rows = PIPELINE.named(name)
-    move = rows[0]
-    sources = ", ".join(m.source.value for m in rows)
-    effects = [
-        f"{axis} := {effect.prose()}"
-        for axis, effect in move.effects
-        if not isinstance(effect, Keep)
-    ]
-    text = f"{name.value}: {sources} → {move.target.value} (who: {move.actor.value})"
-    if effects:
-        text += "; " + ", ".join(effects).replace("`", "")
-    if name is RunEvent.CLAIM:
-        text += (
-            ". Without `id`, claims the oldest claimable run (backlog or waiting_for_agent) of "
-            "the caller's owner, of `project` when given, never the same run to two callers; "
-            "NotFoundError when there is none. A claim holds a lease (`lease { id expiresAt }` "
-            "in the answer) that `runHeartbeat` extends; while it is live only its holder "
-            "makes the runner's events on the run; when it runs out it is lost, and the run "
-            "moves to waiting_for_agent (HOST_OFFLINE, actor `system`)"
-        )
-    if name in FENCED:
-        text += (
-            ". On a claimed run only the holder of its live lease may make it (admin too, "
-            "unless it names a lease); anyone else, or a holder whose lease ran out or is not "
-            "`leaseId`, gets LeaseLostError"
-        )
-    return text + "."
 
 
 async def _event(info: Info[Context, None], name: Any, input: Any, args: dict[str, Any]) -> Any:

@@ -22,13 +22,11 @@ from typing import Any, TypeVar
 from jsonschema import Draft202012Validator
 
 from baton.access.principals import ADMIN, Principal, PrincipalKind
-from baton.api.mutations import describe_move
-from baton.api.protocol import lifecycle
-from baton.api.run_mutations import LEASE_ID, describe_event
 from baton.errors import BatonError, InvalidInput, NotFound
 from baton.mcp import schemas, shapes
 from baton.mcp.schemas import JSONSchema, object_schema, seed_object
 from baton.metrics import MOVES, count
+from baton.protocol.description import describe
 from baton.protocol.handoff import HANDOFF, MoveName, TaskState, Verification, WaitingOn
 from baton.protocol.machine import Machine
 from baton.protocol.params import camel
@@ -38,6 +36,7 @@ from baton.services.context import Context
 from baton.services.graphs import Direction, traverse
 from baton.services.runs import MAX_TITLE, RunOutcome
 from baton.services.tasks import HandOff, MoveArgs, Outcome
+from baton.services.words import LEASE_ID, describe_event, describe_move
 from baton.store.records import RunRecord, TaskRecord
 from baton.store.runs import FENCED, RunQuery
 from baton.store.tasks import TaskQuery, encode_cursor, storable_time
@@ -564,7 +563,7 @@ async def _waiting_on_me(context: Context, values: Args) -> JSONObject:
 
 
 def _plain(value: Any) -> Any:
-    """A protocol description (Strawberry dataclasses) as JSON, camelCase keys."""
+    """A protocol description (`baton.protocol.description`) as JSON, camelCase keys."""
     if is_dataclass(value) and not isinstance(value, type):
         return {camel(f.name.rstrip("_")): _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, list):
@@ -573,7 +572,7 @@ def _plain(value: Any) -> Any:
 
 
 async def _protocol(context: Context, values: Args) -> JSONObject:
-    return {"handoff": _plain(lifecycle(HANDOFF)), "pipeline": _plain(lifecycle(PIPELINE))}
+    return {"handoff": _plain(describe(HANDOFF)), "pipeline": _plain(describe(PIPELINE))}
 
 
 async def _get_run(context: Context, values: Args) -> JSONObject:
