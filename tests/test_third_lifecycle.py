@@ -485,7 +485,7 @@ async def test_the_door_s_tool_calls_the_declared_move() -> None:
 def test_the_ticket_event_shape_follows_the_declaration_too() -> None:
     from baton.mcp.shapes import event_shape
 
-    shape = event_shape(TICKET_SCHEMA)(EVENTS[1])
+    shape = event_shape(LAYOUT)(EVENTS[1])
     assert list(shape) == [
         "id",
         "kind",

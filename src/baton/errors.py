@@ -1,10 +1,21 @@
-"""Domain errors. Each carries data; the API maps each to one GraphQL error type, once."""
+"""Domain errors. Each carries data, and says which error type every door answers it as.
+
+An expected failure names its type (`type_name`: GraphQL's error type, the MCP tools' `type`)
+and gives that type's own fields besides `code` and `message` as plain values (`fields()`,
+snake_case, enums as their values): the GraphQL door builds its error types from them, the MCP
+door answers them as they are, so the two cannot differ.
+"""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class BatonError(Exception):
     code = "error"
+    # None: not an expected failure of a call (the database away, a budget spent), which no
+    # door answers as a typed error.
+    type_name: ClassVar[str | None] = None
     # True when the error is about the request as a whole (the database away, a budget spent),
     # not the value a resolver was asked for: the engine does not retry such a failure of a
     # batched field parent by parent.
@@ -14,14 +25,22 @@ class BatonError(Exception):
         super().__init__(message)
         self.message = message
 
+    def fields(self) -> dict[str, object]:
+        """The error type's own fields besides `code` and `message`, as plain values."""
+        return {}
+
 
 class NotFound(BatonError):
     code = "not_found"
+    type_name = "NotFoundError"
 
     def __init__(self, kind: str, id: str) -> None:
         super().__init__(f"no {kind} with id {id!r}")
         self.kind = kind
         self.id = id
+
+    def fields(self) -> dict[str, object]:
+        return {"id": self.id}
 
 
 class NothingToClaim(NotFound):
@@ -36,20 +55,26 @@ class NothingToClaim(NotFound):
 
 class Forbidden(BatonError):
     code = "forbidden"
+    type_name = "ForbiddenError"
 
 
 class InvalidInput(BatonError):
     code = "invalid_input"
+    type_name = "InvalidInputError"
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+    def fields(self) -> dict[str, object]:
+        return {"field": self.field}
 
 
 class InvalidMove(BatonError):
     """The protocol table (or a rule beside it) does not allow `move` from `state`."""
 
     code = "invalid_state"
+    type_name = "InvalidStateError"
 
     def __init__(self, state: str, move: str, message: str) -> None:
         super().__init__(message)
@@ -57,14 +82,28 @@ class InvalidMove(BatonError):
         self.move = move
         self.allowed_moves: tuple[str, ...] = ()
 
+    def fields(self) -> dict[str, object]:
+        return {"state": self.state, "move": self.move, "allowed_moves": list(self.allowed_moves)}
+
 
 class InvalidRunMove(InvalidMove):
     """The pipeline table does not allow `move` at the run's position."""
+
+    type_name = "InvalidRunStateError"
 
     def __init__(self, status: str, phase: str, checkpoint: str, move: str, message: str) -> None:
         super().__init__(status, move, message)
         self.phase = phase
         self.checkpoint = checkpoint
+
+    def fields(self) -> dict[str, object]:
+        return {
+            "status": self.state,
+            "phase": self.phase,
+            "checkpoint": self.checkpoint,
+            "event": self.move,
+            "allowed_events": list(self.allowed_moves),
+        }
 
 
 class LeaseLost(BatonError):
@@ -72,27 +111,39 @@ class LeaseLost(BatonError):
     ran out, another claim holds the run now, or the lease id given is not the current one."""
 
     code = "lease_lost"
+    type_name = "LeaseLostError"
 
     def __init__(self, run_id: str, message: str) -> None:
         super().__init__(message)
         self.id = run_id
 
+    def fields(self) -> dict[str, object]:
+        return {"id": self.id}
+
 
 class VersionConflict(BatonError):
     code = "version_conflict"
+    type_name = "VersionConflictError"
 
     def __init__(self, expected: int, actual: int, subject: str = "task") -> None:
         super().__init__(f"expected version {expected}, the {subject} is at version {actual}")
         self.expected = expected
         self.actual = actual
 
+    def fields(self) -> dict[str, object]:
+        return {"expected_version": self.expected, "actual_version": self.actual}
+
 
 class DuplicateTask(BatonError):
     code = "duplicate"
+    type_name = "DuplicateTaskError"
 
     def __init__(self, id: str) -> None:
         super().__init__(f"a task with id {id!r} exists with different input")
         self.id = id
+
+    def fields(self) -> dict[str, object]:
+        return {"id": self.id}
 
 
 class Unavailable(BatonError):

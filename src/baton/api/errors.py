@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, get_args, get_origin, get_type_hints
+
 import strawberry
 
 from baton import errors
@@ -103,41 +107,43 @@ AnyError = (
 )
 
 
+_TYPES: dict[str, type[AnyError]] = {
+    kind.__name__: kind
+    for kind in (
+        InvalidStateError,
+        InvalidRunStateError,
+        NotFoundError,
+        ForbiddenError,
+        VersionConflictError,
+        InvalidInputError,
+        DuplicateTaskError,
+        LeaseLostError,
+    )
+}
+
+
+def _reader(hint: Any) -> Callable[[Any], Any]:
+    """How a plain value becomes a field's declared type: an enum's member from its value."""
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return hint
+    if get_origin(hint) is list:
+        (item,) = get_args(hint)
+        if isinstance(item, type) and issubclass(item, Enum):
+            return lambda values: [item(v) for v in values]
+    return lambda value: value
+
+
+_READERS: dict[str, dict[str, Callable[[Any], Any]]] = {
+    name: {field: _reader(hint) for field, hint in get_type_hints(kind).items()}
+    for name, kind in _TYPES.items()
+}
+
+
 def to_error(exc: errors.BatonError) -> AnyError:
-    match exc:
-        case errors.InvalidRunMove():
-            return InvalidRunStateError(
-                code=exc.code,
-                message=exc.message,
-                status=RunStatus(exc.state),
-                phase=RunPhase(exc.phase),
-                checkpoint=RunCheckpoint(exc.checkpoint),
-                event=exc.move,
-                allowed_events=[RunEvent(m) for m in exc.allowed_moves],
-            )
-        case errors.InvalidMove():
-            return InvalidStateError(
-                code=exc.code,
-                message=exc.message,
-                state=TaskState(exc.state),
-                move=exc.move,
-                allowed_moves=[MoveName(m) for m in exc.allowed_moves],
-            )
-        case errors.NotFound():
-            return NotFoundError(code=exc.code, message=exc.message, id=exc.id)
-        case errors.Forbidden():
-            return ForbiddenError(code=exc.code, message=exc.message)
-        case errors.VersionConflict():
-            return VersionConflictError(
-                code=exc.code,
-                message=exc.message,
-                expected_version=exc.expected,
-                actual_version=exc.actual,
-            )
-        case errors.InvalidInput():
-            return InvalidInputError(code=exc.code, message=exc.message, field=exc.field)
-        case errors.DuplicateTask():
-            return DuplicateTaskError(code=exc.code, message=exc.message, id=exc.id)
-        case errors.LeaseLost():
-            return LeaseLostError(code=exc.code, message=exc.message, id=exc.id)
-    raise exc
+    """The error as the type it names (`BatonError.type_name`), from its own fields; an error
+    that names none is raised again."""
+    if exc.type_name is None:
+        raise exc
+    read = _READERS[exc.type_name]
+    values = {field: read[field](value) for field, value in exc.fields().items()}
+    return _TYPES[exc.type_name](code=exc.code, message=exc.message, **values)

@@ -36,11 +36,11 @@ PRIVATE: Any = strawberry.Private[Any]  # type: ignore[misc]  # mypy reads it as
 
 @dataclass(frozen=True)
 class Extra:
-    """How one of the log's own columns (`Layout.extras`) reads on the event entry."""
+    """One of the log's own columns (`Layout.extras`) on the event entry: its type and
+    description (how its value reads is the layout's, `Layout.extra_reader`)."""
 
     annotation: Any
     description: str
-    convert: Callable[[Any], Any] | None = None  # from the record's value, when not as is
 
 
 @dataclass(frozen=True)
@@ -232,9 +232,10 @@ def _event(schema: LifecycleSchema, node: type) -> type:
     }
     for column, extra in zip(layout.extras, schema.extras, strict=True):
         path = f"record.{column}"
+        convert = layout.extra_reader(column)
         namespace[column] = (
-            converted(path, extra.convert, extra.annotation, extra.description)
-            if extra.convert
+            converted(path, convert, extra.annotation, extra.description)
+            if convert
             else reader(path, extra.annotation, extra.description)
         )
     get_subject = operator.attrgetter(f"record.{noun}")

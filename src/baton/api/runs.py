@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import strawberry
 from strawberry.scalars import JSON
@@ -211,7 +211,6 @@ RUN_SCHEMA = LifecycleSchema(
             JSON | None,
             "The event's arguments by parameter name (questions, answers, url, reason, "
             "checkpoint).",
-            convert=lambda details: cast(JSON, details) if details else None,
         ),
     ),
 )

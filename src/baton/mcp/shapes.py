@@ -10,23 +10,19 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import fields, is_dataclass
 from datetime import datetime
-from enum import Enum
 from typing import Any
 
 from baton.access.principals import Principal
-from baton.api.errors import to_error
-from baton.api.lifecycle import LifecycleSchema
-from baton.api.runs import RUN_SCHEMA
-from baton.api.types import TASK_SCHEMA
 from baton.errors import BatonError
 from baton.protocol.params import camel
 from baton.protocol.pipeline import PHASE_LABELS, STATUS_LABELS
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
+from baton.store.lifecycle import Layout
 from baton.store.records import EventRecord, RunEventRecord, RunRecord, TaskRecord
-from baton.store.runs import Lease
+from baton.store.runs import RUNS, Lease
+from baton.store.tasks import TASKS
 
 JSONObject = dict[str, Any]
 
@@ -75,15 +71,14 @@ def task(record: TaskRecord, principal: Principal) -> JSONObject:
     }
 
 
-def event_shape(schema: LifecycleSchema) -> Callable[[Any], JSONObject]:
-    """An event of the lifecycle `schema` declares, as its GraphQL event type answers it (the
+def event_shape(layout: Layout) -> Callable[[Any], JSONObject]:
+    """An event of the lifecycle `layout` lays out, as its GraphQL event type answers it (the
     same fields, from the same declaration; the row after the event is left out)."""
-    layout = schema.layout
     axes = [(camel(c), operator.attrgetter(c)) for c in (layout.name, layout.before, layout.after)]
     subject_key, subject = camel(layout.subject), operator.attrgetter(layout.subject)
     extras = [
-        (camel(column), operator.attrgetter(column), extra.convert)
-        for column, extra in zip(layout.extras, schema.extras, strict=True)
+        (camel(column), operator.attrgetter(column), layout.extra_reader(column))
+        for column in layout.extras
     ]
 
     def shape(event: Any) -> JSONObject:
@@ -101,8 +96,8 @@ def event_shape(schema: LifecycleSchema) -> Callable[[Any], JSONObject]:
     return shape
 
 
-task_event: Callable[[EventRecord], JSONObject] = event_shape(TASK_SCHEMA)
-run_event: Callable[[RunEventRecord], JSONObject] = event_shape(RUN_SCHEMA)
+task_event: Callable[[EventRecord], JSONObject] = event_shape(TASKS)
+run_event: Callable[[RunEventRecord], JSONObject] = event_shape(RUNS)
 
 
 def lease(value: Lease | None) -> JSONObject | None:
@@ -138,20 +133,13 @@ def run(record: RunRecord, principal: Principal, current: Lease | None) -> JSONO
     }
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def error(exc: BatonError) -> JSONObject:
     """The error as the API's error type gives it (`InvalidStateError { code message state move
-    allowedMoves }`, …), with that type's name as `type`."""
-    typed = to_error(exc)
-    out: JSONObject = {"type": type(typed).__name__}
-    assert is_dataclass(typed)
-    for f in fields(typed):
-        out[camel(f.name)] = _plain(getattr(typed, f.name))
+    allowedMoves }`, …), with that type's name as `type`; an error that names no type is raised
+    again."""
+    if exc.type_name is None:
+        raise exc
+    out: JSONObject = {"type": exc.type_name, "code": exc.code, "message": exc.message}
+    for name, value in exc.fields().items():
+        out[camel(name)] = value
     return out

@@ -79,6 +79,13 @@ class Layout:
     lock: int  # the class of the subjects' advisory locks (the subject's hash is the key)
     # What a change returns of the row after it (`changed`), beside the event's columns.
     row_returned: str = "changed.*"
+    # Extras that every door answers as null on an event when they are empty (a run's
+    # `details` are `{}` when a change gave none).
+    null_when_empty: tuple[str, ...] = ()
+
+    def extra_reader(self, column: str) -> Callable[[Any], Any] | None:
+        """How the extra `column` reads on an event, when not as it is stored."""
+        return _null_if_empty if column in self.null_when_empty else None
 
     def subject_lock(self, key: str, *, wait: bool = True) -> str:
         """SQL that takes the subject `key`'s (an SQL expression) transaction-level lock and
@@ -100,6 +107,10 @@ class Layout:
             *(f"{extra} AS event_{extra}" for extra in self.extras),
         ]
         return ", ".join(own)
+
+
+def _null_if_empty(value: Any) -> Any:
+    return value if value else None
 
 
 def check_event_record(layout: Layout, record: type, noun: str) -> None:

@@ -61,6 +61,7 @@ RUNS = Layout(
     ),
     extras=("details",),
     lock=RUN_APPEND_LOCK,
+    null_when_empty=("details",),
 )
 check_event_record(RUNS, RunEventRecord, "run")
 
