@@ -119,14 +119,12 @@ class Front:
         mcp: ASGIApp | None = None,
         *,
         sse: GraphQLSSE | None = None,
-        sse_app: ASGIApp | None = None,
     ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
         self.mcp = mcp
         self.sse = sse
-        self.sse_app = sse_app if sse_app is not None else sse  # `sse` as served (metered)
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
 
@@ -154,10 +152,10 @@ class Front:
             app = self.http if path == GRAPHQL else self.rest
             if path == MCP and self.mcp is not None:
                 app = self.mcp
-            elif self.sse_app is not None and (
+            elif self.sse is not None and (
                 path == GRAPHQL_STREAM or (path == GRAPHQL and _accepts_events(scope))
             ):
-                app = self.sse_app
+                app = self.sse
             await app(scope, receive, counted)
         elif kind == "websocket" and scope["path"] == GRAPHQL:
             await self.ws(scope, receive, send)
@@ -336,13 +334,11 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         token_check=settings.token_check_seconds,
     )
-    sse = GraphQLSSE(engine, tokens, context, stream_limits)
     return Front(
         GraphQLHTTP(engine, tokens, context, settings.max_body_bytes, ledger),
         GraphQLWS(engine, tokens, context, socket_limits, ledger),
         metered(rest),
         settings.metrics_address,
         metered(mcp, jsonrpc_envelope),
-        sse=sse,
-        sse_app=metered(sse),
+        sse=GraphQLSSE(engine, tokens, context, stream_limits, ledger),
     )

@@ -37,7 +37,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,8 @@ from baton.web.graphql_http import (
     error_body,
     send_body,
 )
-from baton.web.outbound import Account, account_of
+from baton.web.metered import graphql_envelope, send_refusal
+from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer
 from baton.web.revocation import TokenWatch
 from baton.web.sse_protocol import COMPLETE, HEADERS, KEEP_ALIVE, accepts, next_event
 
@@ -107,11 +108,13 @@ class GraphQLSSE:
         tokens: TokenCache,
         context: ContextFactory,
         limits: StreamLimits = StreamLimits(),
+        ledger: Ledger | None = None,
     ) -> None:
         self.engine = engine
         self.tokens = tokens
         self.context = context
         self.limits = limits
+        self.ledger = ledger  # bytes waiting for clients, shared with the other doors
         self.watch = TokenWatch(tokens, limits.token_check, "SSE stream")
         self.streams: set[_Stream] = set()  # open in this process
         self.stopping = False
@@ -132,6 +135,11 @@ class GraphQLSSE:
             stream.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        account = scope.get(SCOPE_KEY)
+        if self.ledger is None or not isinstance(account, Account):
+            account = None  # another server than `baton serve`'s: nothing is counted
+        else:
+            self.ledger.attach(account)  # every answer counts, unauthenticated ones too
         headers = dict(scope["headers"])
         method = scope["method"]
         if method not in ("GET", "POST"):
@@ -176,12 +184,14 @@ class GraphQLSSE:
             )
             await send_body(send, 429, error_body(message, "too_many_streams"), JSON, RETRY_AFTER)
             return
-        stream = _Stream(limits.max_queued_bytes, send, account_of(scope))
+        if account is not None and self.ledger is not None:
+            self.ledger.assign(account, token)
+        stream = _Stream(limits.max_queued_bytes, send, account)
         self._loop = asyncio.get_running_loop()
         self.streams.add(stream)
         self.watch.add(token, stream)
         try:
-            await self._answer(stream, principal, request, headers, receive, send)
+            await self._answer(stream, principal, request, headers, receive, send, token)
         finally:
             self.streams.discard(stream)
             self.watch.discard(token, stream)
@@ -195,6 +205,7 @@ class GraphQLSSE:
         headers: dict[bytes, bytes],
         receive: Receive,
         send: Send,
+        token: str,
     ) -> None:
         engine, context = self.engine, self.context(principal)
         try:
@@ -210,12 +221,19 @@ class GraphQLSSE:
             await _start(send, next_event(INTERNAL) + COMPLETE, more=False)
             return
         if isinstance(result, Outcome):
-            await self._single(result, headers, send)
+            await self._single(result, headers, send, stream.account, token)
             return
         await _start(send, KEEP_ALIVE)  # the headers now, before the first event
         await self._serve(stream, result, receive)
 
-    async def _single(self, outcome: Outcome, headers: dict[bytes, bytes], send: Send) -> None:
+    async def _single(
+        self,
+        outcome: Outcome,
+        headers: dict[bytes, bytes],
+        send: Send,
+        account: Account | None,
+        token: str,
+    ) -> None:
         if _unavailable_in(outcome):
             await send_body(send, 503, outcome.encoded(), JSON, UNAVAILABLE_HEADERS)
             return
@@ -224,7 +242,21 @@ class GraphQLSSE:
             media_type = _negotiate(accept)
             await send_body(send, _status(outcome, media_type), outcome.encoded(), media_type)
             return
-        await _start(send, next_event(outcome.encoded()) + COMPLETE, more=False)
+        body = next_event(outcome.encoded()) + COMPLETE
+        # An answer as large as the response budget: admitted as over plain HTTP.
+        admitted = (
+            admit_answer(self.ledger, account, token, len(body))
+            if account is not None and self.ledger is not None
+            else 0
+        )
+        if isinstance(admitted, Refusal):
+            await send_refusal(send, admitted, graphql_envelope)
+            return
+        try:
+            await _start(send, body, more=False)
+        finally:
+            if admitted and account is not None:
+                account.sent(admitted)
 
     async def _serve(
         self, stream: _Stream, source: AsyncGenerator[Outcome, None], receive: Receive
@@ -279,7 +311,8 @@ class _Stream:
     the time: uvicorn's `send` returns without waiting unless its write buffer is full), with
     no task in between; while the client is behind, frames are queued, at most `limit` bytes
     of them besides the first, for a task that writes them as the client reads. What is
-    queued counts in `account`, the connection's bytes waiting (`baton.web.outbound`)."""
+    queued, or waits to be written, counts in `account`, the connection's bytes waiting for
+    its client (`baton.web.outbound`); what is written, the connection counts itself."""
 
     def __init__(self, limit: int, send: Send, account: Account | None = None) -> None:
         self.limit = limit
@@ -308,6 +341,11 @@ class _Stream:
         when it does not fit. The last frame always fits, and nothing comes after it."""
         if self.finished or self.dropped:
             return True
+        account = self.account
+        if account is not None and account.cut and not last:
+            self.dropped = True  # its connection was reset to keep a budget, or is gone
+            self.over.set()
+            return False
         self.finished = last
         if self.serving and self.flusher is None and not self.frames:
             message = {"type": "http.response.body", "body": frame, "more_body": not last}
@@ -319,12 +357,10 @@ class _Stream:
                 return True
             if waiting is None:
                 self._written(last)
-            else:
-                self.flusher = asyncio.create_task(self._flush(waiting, last=last))
-            if self.account is not None and self.account.cut and not last:
-                self.dropped = True  # its connection was reset, or is gone
-                self.over.set()
-                return False
+                return True
+            # It waits for the client to take what came before: held here until written.
+            held = len(frame) if account is not None and account.hold(len(frame)) else 0
+            self.flusher = asyncio.create_task(self._flush(waiting, last=last, held=held))
             return True
         if not last and self.frames and self.queued + len(frame) > self.limit:
             self.dropped = True
@@ -341,11 +377,15 @@ class _Stream:
         return True
 
     def take(self) -> bytes:
+        """What is queued, in one piece: its bytes stay held in `account` until the caller
+        has written them (`Account.sent`)."""
         frames = b"".join(self.frames)
-        self.forget_queue()
+        self.frames.clear()
+        self.queued = 0
         return frames
 
     def forget_queue(self) -> None:
+        """What is queued will not be sent: neither held any more."""
         if self.account is not None and self.queued:
             self.account.hold(-self.queued)
         self.frames.clear()
@@ -357,23 +397,38 @@ class _Stream:
             self.sent_all.set()
             self.over.set()
 
-    async def _flush(self, waiting: _Waiting | None, *, last: bool) -> None:
-        """Finish a write the client was slow to take, then write what was queued meanwhile
-        (all of it in one write each time) until nothing waits."""
+    async def _flush(self, waiting: _Waiting | None, *, last: bool, held: int = 0) -> None:
+        """Finish a write the client was slow to take (`held` of its bytes counted in
+        `account`), then write what was queued meanwhile (all of it in one write each time)
+        until nothing waits."""
         try:
             if waiting is not None:
-                await _finish(*waiting)
+                await self._counted(_finish(*waiting), held)
                 self._written(last)
             # Nothing goes after the end of the body, not even a revocation queued meanwhile.
             while self.frames and not self.sent_all.is_set():
                 last = self.finished  # nothing is queued after the last frame
                 body = self.take()
-                await self.send({"type": "http.response.body", "body": body, "more_body": not last})
+                message = {"type": "http.response.body", "body": body, "more_body": not last}
+                await self._counted(self.send(message), len(body))
                 self._written(last)
             self.flusher = None
         except Exception:
             log.exception("writing an event stream failed")
             self.over.set()
+
+    async def _counted(self, write: Awaitable[None], held: int) -> None:
+        """Run `write`, whose `held` bytes `account` counts until it is done: then as
+        written (the connection counts what its client has not taken), or as gone."""
+        account = self.account
+        try:
+            await write
+        except BaseException:
+            if account is not None and held:
+                account.hold(-held)
+            raise
+        if account is not None and held:
+            account.sent(held)
 
     def revoke(self) -> None:
         """The token stopped working: what is queued is not sent; the error and `complete`

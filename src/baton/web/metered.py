@@ -1,7 +1,8 @@
 """A door's HTTP answers counted against the ledger of bytes waiting for clients.
 
-`Metered` wraps a door's ASGI app (GraphQL over SSE, MCP, the rest; GraphQL over HTTP admits
-its answers itself, with `admit_answer` as here, a layer less on its busiest path). It counts each
+`Metered` wraps a door's ASGI app (MCP, the rest; GraphQL over HTTP and over SSE count their
+answers and events themselves, with `admit_answer` as here, a layer less on their busiest
+paths). It counts each
 answer against the token of its request (`Authorization: Bearer …`, when the door's token cache
 knows it: an unknown or absent token counts against the process only) from the moment the door
 sends its head until the client has taken it:
