@@ -107,19 +107,7 @@ AnyError = (
 )
 
 
-_TYPES: dict[str, type[AnyError]] = {
-    kind.__name__: kind
-    for kind in (
-        InvalidStateError,
-        InvalidRunStateError,
-        NotFoundError,
-        ForbiddenError,
-        VersionConflictError,
-        InvalidInputError,
-        DuplicateTaskError,
-        LeaseLostError,
-    )
-}
+_TYPES: dict[str, type[AnyError]] = {kind.__name__: kind for kind in get_args(AnyError)}
 
 
 def _reader(hint: Any) -> Callable[[Any], Any]:
