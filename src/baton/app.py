@@ -323,8 +323,8 @@ def create_app(
     ledger = Ledger(settings.max_queued_bytes_per_token, settings.max_queued_bytes)
     QUEUED_BYTES.set_function(lambda: ledger.total)
 
-    def metered(app: ASGIApp, render: Render = graphql_envelope) -> ASGIApp:
-        return Metered(app, ledger, tokens, render)
+    def metered(app: ASGIApp, render: Render = graphql_envelope, effects: bool = False) -> ASGIApp:
+        return Metered(app, ledger, tokens, render, effects=effects)
 
     stream_limits = StreamLimits(
         keep_alive=settings.sse_keep_alive_seconds,
@@ -339,6 +339,6 @@ def create_app(
         GraphQLWS(engine, tokens, context, socket_limits, ledger),
         metered(rest),
         settings.metrics_address,
-        metered(mcp, jsonrpc_envelope),
+        metered(mcp, jsonrpc_envelope, effects=True),  # its tools may change something
         sse=GraphQLSSE(engine, tokens, context, stream_limits, ledger),
     )

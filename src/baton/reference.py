@@ -48,6 +48,7 @@ def limits_table() -> str:
     from baton.live import hub
     from baton.live.filters import MAX_FILTER_VALUES
     from baton.web.graphql_ws import SocketLimits
+    from baton.web.outbound import RESERVE
 
     s = Settings()
     ws = SocketLimits()
@@ -120,15 +121,16 @@ def limits_table() -> str:
         ),
         (
             "bytes waiting for one token's clients (answers, events, frames; every door)",
-            f"{_size(s.max_queued_bytes_per_token)} per process; past it a new answer is "
-            "refused with 429 and Retry-After, and an event or frame past it resets the "
-            "token's connection holding the most",
+            f"{_size(s.max_queued_bytes_per_token)} per process; a request that finds no room "
+            f"for the largest answer ({_size(RESERVE)}) is refused with 429 and Retry-After "
+            "before it runs, and a query's answer past it too; an event, a frame or a "
+            "mutation's answer past it resets the token's connection holding the most",
             "`BATON_MAX_QUEUED_BYTES_PER_TOKEN`",
         ),
         (
             "bytes waiting for all clients (unauthenticated requests included)",
             f"{_size(s.max_queued_bytes)} per process; past it the connection holding the most "
-            "is reset, and a new answer that still does not fit is refused with 503 and "
+            "is reset, and a query's answer that still does not fit is refused with 503 and "
             "Retry-After",
             "`BATON_MAX_QUEUED_BYTES`",
         ),

@@ -373,8 +373,9 @@ VARIABLES = (
         "max_queued_bytes_per_token",
         "67108864",
         "bytes one token's answers, events and frames may hold in a process while its clients "
-        "have not taken them (every door); past it a new answer is refused with 429, and an "
-        "event or frame resets the token's connection holding the most",
+        "have not taken them (every door); a request that finds no room in it for the largest "
+        "answer (16 MiB) is refused with 429 before it runs, and an event or frame past it "
+        "resets the token's connection holding the most",
         number(int, 64 * 1024, 64 * 1024 * 1024 * 1024),
     ),
     Variable(
@@ -383,7 +384,7 @@ VARIABLES = (
         "268435456",
         "bytes all clients' answers, events and frames may hold in a process while not taken "
         "(unauthenticated requests included); past it the connection holding the most is "
-        "reset, and a new answer that still does not fit is refused with 503",
+        "reset, and a query's answer that still does not fit is refused with 503",
         number(int, 1024 * 1024, 64 * 1024 * 1024 * 1024),
     ),
     Variable(

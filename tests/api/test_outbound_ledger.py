@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.web.outbound import Account, Ledger
+from baton.web.outbound import Account, Ledger, carry
 
 
 class Connection:
@@ -145,3 +145,27 @@ def test_a_connection_that_wrote_before_a_door_saw_it_counts_from_when_it_is_att
     connection.unsent = 0
     acc.measure()
     assert ledger.total == 0 and not ledger.holding
+
+
+def test_a_request_is_refused_before_it_runs_when_its_token_lacks_room_for_the_largest_answer() -> (
+    None
+):
+    ledger = Ledger(per_token=100, limit=1000, reserve=30)
+    acc, connection = account(ledger, "a")
+    waiting(acc, connection, 60)
+    assert ledger.room("a") is None  # 60 + 30 fits in 100
+    waiting(acc, connection, 75)
+    refusal = ledger.room("a")
+    assert refusal is not None and (refusal.status, refusal.code) == (429, "too_much_unread")
+    assert ledger.room("b") is None and ledger.room(None) is None
+
+
+def test_an_answer_that_must_go_out_cuts_the_fullest_connection_instead_of_being_refused() -> None:
+    ledger = Ledger(per_token=100, limit=1000)
+    stuck, cstuck = account(ledger, "a")
+    waiting(stuck, cstuck, 90)
+    answering, canswering = account(ledger, "a")
+    waiting(answering, canswering, 5)  # something waits: the answer is held until written
+    assert carry(answering, 30) == 30  # 125 for "a": the fullest (90) is reset
+    assert cstuck.aborted and not canswering.aborted
+    assert ledger.total == 35

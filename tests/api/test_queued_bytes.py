@@ -205,22 +205,57 @@ async def test_the_bytes_of_a_stuck_client_are_released_when_it_goes_away(
     await released(server.url, server.metrics_token)
 
 
+async def test_a_mutation_of_a_token_without_room_is_refused_before_it_runs(
+    server: QueuedServer, world: World
+) -> None:
+    """A request runs only if its token has room for the largest answer (the engine's 16 MiB):
+    with 14 MB of its answers unread, the token's hand-off is refused (429) and no task is
+    made; no answer is refused after its request changed something."""
+    await big_tasks(world, 100)
+    token = await server.token(world.roles["requester"])
+    socks = await fill_the_token(server, token, world.project)
+    try:
+        auth = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=auth, timeout=30) as client:
+            response = await client.post("/graphql", json={"query": hand_off(world, "refused")})
+    finally:
+        for sock in socks:
+            sock.close()
+    assert response.status_code == 429, response.text
+    assert response.headers["retry-after"].isdigit()
+    assert response.json()["errors"][0]["extensions"]["code"] == "too_much_unread"
+    assert not await made(server, world, "refused")
+    await released(server.url, server.metrics_token)
+    # Once its clients have gone, the same request runs.
+    async with httpx.AsyncClient(base_url=server.url, headers=auth, timeout=30) as client:
+        again = await client.post("/graphql", json={"query": hand_off(world, "refused")})
+    assert again.json()["data"]["handOff"]["__typename"] == "HandOffSuccess", again.text
+    assert await made(server, world, "refused")
+
+
 async def test_a_token_whose_graphql_answers_wait_unread_is_refused_on_mcp_too(
     server: QueuedServer, world: World
 ) -> None:
     """One ledger for every door: a GraphQL answer its client does not read holds about
-    14 MB of the token's 16 MiB, and the same token's MCP call for its 100 tasks (about 7 MB)
-    is then refused, in MCP's own envelope (a JSON-RPC error carrying Baton's code), while
-    another token's is answered."""
+    14 MB of the token's 16 MiB, and the same token's MCP `handOff` is then refused before it
+    runs, in MCP's own envelope (a JSON-RPC error carrying Baton's code), making no task; while
+    another token's MCP call for its 100 tasks (about 7 MB) is answered."""
     await big_tasks(world, 100)
     token = await server.token(world.roles["requester"])
     other = await server.token(world.roles["assignee"])
+    arguments = {
+        "project": world.project,
+        "requester": world.requester,
+        "assignee": world.assignee,
+        "packet": {"task": "never made", "deliverableType": "doc", "acceptanceCriteria": ["x"]},
+        "id": "refused-on-mcp",
+    }
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         sessions = {t: await mcp_session(client, t) for t in (token, other)}
         socks = await fill_the_token(server, token, world.project)
         try:
-            refused = await all_tasks(client, token, sessions[token])
-            served = await all_tasks(client, other, sessions[other])
+            refused = await tool(client, token, sessions[token], "handOff", arguments)
+            served = await tool(client, other, sessions[other], "tasks", {"first": 100})
         finally:
             for sock in socks:
                 sock.close()
@@ -228,10 +263,28 @@ async def test_a_token_whose_graphql_answers_wait_unread_is_refused_on_mcp_too(
     assert refused.headers["retry-after"].isdigit()
     error = refused.json()["error"]
     assert error["data"]["code"] == "too_much_unread", error
+    assert not await made(server, world, "refused-on-mcp")
     assert served.status_code == 200, served.text[:500]
     assert not served.json()["result"].get("isError"), served.text[:500]
     assert len(served.content) > 6 * MIB
     await released(server.url, server.metrics_token)
+    # Once its clients have gone, the same call runs.
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        again = await tool(client, token, sessions[token], "handOff", arguments)
+    assert again.status_code == 200 and not again.json()["result"].get("isError"), again.text
+    assert await made(server, world, "refused-on-mcp")
+
+
+def hand_off(world: World, client_id: str) -> str:
+    return f"""mutation {{ handOff(input: {{project: "{world.project}",
+      requester: "{world.requester}", assignee: "{world.assignee}", id: "{client_id}",
+      packet: {{task: "never made", deliverableType: doc, acceptanceCriteria: ["x"]}}}})
+      {{ __typename }} }}"""
+
+
+async def made(server: QueuedServer, world: World, client_id: str) -> bool:
+    task_id = f"{world.req_owner}_{client_id}"
+    return bool(await server.db.fetchval("SELECT count(*) FROM tasks WHERE id = $1", task_id))
 
 
 async def test_past_the_process_budget_an_answer_larger_than_every_holder_is_refused(
@@ -317,13 +370,14 @@ async def mcp_session(client: httpx.AsyncClient, token: str) -> str:
     return session
 
 
-async def all_tasks(client: httpx.AsyncClient, token: str, session: str) -> httpx.Response:
-    """MCP's `tasks` tool for a page of 100: about 7 MB of answer here."""
+async def tool(
+    client: httpx.AsyncClient, token: str, session: str, name: str, arguments: dict[str, Any]
+) -> httpx.Response:
     request = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"name": "tasks", "arguments": {"first": 100}},
+        "params": {"name": name, "arguments": arguments},
     }
     return await client.post("/mcp", json=request, headers=mcp_headers(token, session))
 

@@ -8,9 +8,11 @@ asks for `application/graphql-response+json` gets it, with 400 for a request ref
 execution; everyone else gets `application/json` and 200 for any well-formed request. A
 database that is down or saturated (`baton.errors.Unavailable`, while checking the token or
 while running the operation) answers 503 with `Retry-After` and the error envelope, code
-`unavailable`, whatever the media type. An answer is admitted against its token's and the
-process's bytes waiting for clients (`baton.web.outbound`): one that does not fit is refused,
-429 (`too_much_unread`) or 503, with `Retry-After`.
+`unavailable`, whatever the media type. Requests and answers are held to their token's and
+the process's bytes waiting for clients (`baton.web.outbound`): a request whose token lacks
+room for the largest answer is refused before it runs, 429 (`too_much_unread`) with
+`Retry-After`; a query's answer that does not fit is refused, 429 or 503 with `Retry-After`; a
+mutation's answer always goes out.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from baton.errors import Unavailable
 from baton.numbers import ascii_int
 from baton.web.graphiql import PAGE_HEADERS, graphiql_page
 from baton.web.metered import graphql_envelope, send_refusal
-from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer
+from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer, carry
 
 log = logging.getLogger("baton.http")
 
@@ -127,6 +129,11 @@ class GraphQLHTTP:
             code = "payload_too_large" if bad.status == 413 else "invalid_input"
             await send_body(send, bad.status, error_body(bad.message, code), JSON, bad.headers)
             return
+        if self.ledger is not None:
+            room = self.ledger.room(token)  # refused now, it runs nothing
+            if room is not None:
+                await send_refusal(send, room, graphql_envelope)
+                return
         try:
             outcome = await self.engine.execute(request, self.context(principal))
         except Unavailable as exc:
@@ -142,8 +149,11 @@ class GraphQLHTTP:
         body = _encode(outcome)
         admitted = self._admit(account, token, len(body))
         if isinstance(admitted, Refusal):
-            await send_refusal(send, admitted, graphql_envelope)
-            return
+            if await self.engine.operation_type(request) is not OperationType.MUTATION:
+                await send_refusal(send, admitted, graphql_envelope)
+                return
+            # It changed something: its answer goes out, counted like an event.
+            admitted = carry(account, len(body)) if account is not None else 0
         try:
             await send_body(send, _status(outcome, media_type), body, media_type)
         finally:

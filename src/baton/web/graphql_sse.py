@@ -64,7 +64,7 @@ from baton.web.graphql_http import (
     send_body,
 )
 from baton.web.metered import graphql_envelope, send_refusal
-from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer
+from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer, carry
 from baton.web.revocation import TokenWatch
 from baton.web.sse_protocol import COMPLETE, HEADERS, KEEP_ALIVE, accepts, next_event
 
@@ -185,6 +185,10 @@ class GraphQLSSE:
             await send_body(send, 429, error_body(message, "too_many_streams"), JSON, RETRY_AFTER)
             return
         if account is not None and self.ledger is not None:
+            room = self.ledger.room(token)  # refused now, it runs nothing
+            if room is not None:
+                await send_refusal(send, room, graphql_envelope)
+                return
             self.ledger.assign(account, token)
         stream = _Stream(limits.max_queued_bytes, send, account)
         self._loop = asyncio.get_running_loop()
@@ -209,7 +213,8 @@ class GraphQLSSE:
     ) -> None:
         engine, context = self.engine, self.context(principal)
         try:
-            if await engine.operation_type(request) is OperationType.SUBSCRIPTION:
+            kind = await engine.operation_type(request)
+            if kind is OperationType.SUBSCRIPTION:
                 result = await engine.subscribe(request, context, sharing=principal)
             else:
                 result = await engine.execute(request, context)
@@ -221,7 +226,8 @@ class GraphQLSSE:
             await _start(send, next_event(INTERNAL) + COMPLETE, more=False)
             return
         if isinstance(result, Outcome):
-            await self._single(result, headers, send, stream.account, token)
+            mutation = kind is OperationType.MUTATION
+            await self._single(result, headers, send, stream.account, token, mutation)
             return
         await _start(send, KEEP_ALIVE)  # the headers now, before the first event
         await self._serve(stream, result, receive)
@@ -233,6 +239,7 @@ class GraphQLSSE:
         send: Send,
         account: Account | None,
         token: str,
+        mutation: bool,
     ) -> None:
         if _unavailable_in(outcome):
             await send_body(send, 503, outcome.encoded(), JSON, UNAVAILABLE_HEADERS)
@@ -243,12 +250,14 @@ class GraphQLSSE:
             await send_body(send, _status(outcome, media_type), outcome.encoded(), media_type)
             return
         body = next_event(outcome.encoded()) + COMPLETE
-        # An answer as large as the response budget: admitted as over plain HTTP.
-        admitted = (
-            admit_answer(self.ledger, account, token, len(body))
-            if account is not None and self.ledger is not None
-            else 0
-        )
+        # An answer as large as the response budget: admitted as over plain HTTP (a mutation's
+        # goes out whatever the budgets: it changed something).
+        admitted: Refusal | int = 0
+        if account is not None and self.ledger is not None:
+            if mutation:
+                admitted = carry(account, len(body))
+            else:
+                admitted = admit_answer(self.ledger, account, token, len(body))
         if isinstance(admitted, Refusal):
             await send_refusal(send, admitted, graphql_envelope)
             return

@@ -9,7 +9,8 @@ sends its head until the client has taken it:
 - an answer with a Content-Length is admitted whole when its head is sent; one that does not fit
   (`Ledger.admit`) is replaced by a small refusal in the door's error envelope, 429 past the
   token's budget, 503 past the process's, both with Retry-After, and the door's own answer is
-  dropped unsent;
+  dropped unsent. A door whose requests may change something (`effects`: MCP's tools) is
+  asked instead before each request runs (`Ledger.room`), and its answers always go out;
 - a stream (no Content-Length: an event stream) is counted chunk by chunk as it is sent; a chunk
   that takes its token or the process past a budget cuts the connection holding the most, and
   when that is this one nothing more of it is written (its client sees the connection reset).
@@ -25,6 +26,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.access.grants import TokenCache, bearer
+from baton.metrics import QUEUED_BYTES_LIMITED, count
 from baton.web.outbound import (
     RETRY_AFTER_SECONDS,
     SCOPE_KEY,
@@ -33,6 +35,7 @@ from baton.web.outbound import (
     Refusal,
     account_of,
     admit_answer,
+    carry,
 )
 
 # A door's error envelope for a refusal, as JSON.
@@ -55,12 +58,21 @@ def jsonrpc_envelope(refusal: Refusal) -> bytes:
 
 class Metered:
     def __init__(
-        self, app: ASGIApp, ledger: Ledger, tokens: TokenCache, render: Render = graphql_envelope
+        self,
+        app: ASGIApp,
+        ledger: Ledger,
+        tokens: TokenCache,
+        render: Render = graphql_envelope,
+        *,
+        effects: bool = False,
     ) -> None:
         self.app = app
         self.ledger = ledger
         self.tokens = tokens
         self.render = render
+        # The door's requests may change something (MCP's tools): refused before they run
+        # when their token lacks room (`Ledger.room`), never after.
+        self.effects = effects
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,6 +84,11 @@ class Metered:
             scope = {**scope, SCOPE_KEY: account}
         ledger = self.ledger
         ledger.attach(account)
+        if self.effects:
+            refusal = ledger.room(self._token(scope))
+            if refusal is not None:
+                await send_refusal(send, refusal, self.render)
+                return
         reserved = 0  # bytes of an admitted answer held, not sent yet
         refused = False
 
@@ -110,6 +127,9 @@ class Metered:
                 length = _content_length(message)
                 if length is None:  # a stream: counted chunk by chunk
                     ledger.assign(account, token)
+                elif self.effects:  # it ran: it goes out, counted
+                    ledger.assign(account, token)
+                    reserved = carry(account, length)
                 else:
                     admitted = admit_answer(ledger, account, token, length)
                     if isinstance(admitted, Refusal):
@@ -135,6 +155,7 @@ class Metered:
 
 async def send_refusal(send: Send, refusal: Refusal, render: Render) -> None:
     """The small answer that replaces one that does not fit, in the door's envelope."""
+    count(QUEUED_BYTES_LIMITED, "refused", refusal.budget)
     body = render(refusal)
     await send(
         {

@@ -9,12 +9,17 @@ them or the connection ends; the transports of `baton.web.http_connection` and
 `baton.web.ws_connection` pause their writers as soon as anything is left unsent and resume them
 when nothing is, so that moment is known and the ledger never waits on the peer.
 
-Past a budget the newest answer is refused, or the connection holding the most is cut:
-- an HTTP answer (GraphQL, MCP, the rest) that would take its token past `per_token` is refused
-  (429); one that would take the process past `limit` makes room by cutting the connections
-  holding more than it needs, most first, and is refused (503) if that is not enough. So an
-  answer larger than a budget is always refused: keep both above the engine's response
-  budget (16 MiB).
+Past a budget the newest request or answer is refused, or the connection holding the most is
+cut:
+- before a request runs, its token must have room for the largest answer the engine may write
+  (`reserve`, its response budget) unless it holds nothing: a refused request runs nothing
+  (`Ledger.room`, 429);
+- an answer without effects (a query's, a file's) that would take its token past `per_token`
+  is refused (429); one that would take the process past `limit` makes room by cutting the
+  connections holding more than it needs, most first, and is refused (503) if that is not
+  enough. An answer larger than a budget is always refused: keep both above the response
+  budget. An answer whose request may have changed something (a mutation's, MCP's) is never
+  refused once it ran (`carry`): it counts like an event;
 - an event or frame for a stream or socket that takes its token past `per_token`, or the process
   past `limit`, cuts the token's (or the process's) connection holding the most, which is most
   often the one that stopped reading. Cut means reset at once (`Account.abort`): its client has
@@ -38,6 +43,7 @@ log = logging.getLogger("baton.outbound")
 
 SCOPE_KEY = "baton.outbound"  # the connection's `Account`, in the ASGI scope of an HTTP request
 RETRY_AFTER_SECONDS = 5
+RESERVE = 16 * 1024 * 1024  # the engine's response budget: the most one answer may hold
 
 
 class Transport(Protocol):
@@ -154,9 +160,10 @@ class _Share:
 class Ledger:
     """The bytes every connection of the process holds for its client, per token and in all."""
 
-    def __init__(self, per_token: int, limit: int) -> None:
+    def __init__(self, per_token: int, limit: int, reserve: int = RESERVE) -> None:
         self.per_token = per_token
         self.limit = limit
+        self.reserve = reserve
         self.total = 0
         self.holding: set[Account] = set()  # accounts with bytes
         self.shares: dict[str, _Share] = {}
@@ -176,6 +183,15 @@ class Ledger:
         if account.total == 0:
             account.token = token
 
+    def room(self, token: str | None) -> Refusal | None:
+        """Before a request of `token` runs: why not, when the token holds bytes and lacks
+        room for the largest answer the engine may write. A request refused here runs nothing,
+        so none is refused after it changed something for want of room its token had spent."""
+        share = self.shares.get(token) if token is not None else None
+        if share is not None and share.bytes + self.reserve > self.per_token:
+            return self._token_refusal(share.bytes)
+        return None
+
     def admit(self, account: Account, size: int) -> Refusal | None:
         """Whether an answer of `size` bytes may go out on `account`, or why not. May cut
         other connections to make room in the process (see the module). The caller counts the
@@ -186,18 +202,10 @@ class Ledger:
         share = self.shares.get(token) if token is not None else None
         held = share.bytes if share is not None else 0
         if token is not None and held + size > self.per_token:
-            count(QUEUED_BYTES_LIMITED, "refused", "token")
-            return Refusal(
-                429,
-                "too_much_unread",
-                f"answers to this token wait unread ({held} bytes, at most "
-                f"{self.per_token}); read them, or close those connections, first",
-                "token",
-            )
+            return self._token_refusal(held)
         while self.total + size > self.limit:
             victim = max(self.holding, key=_total, default=None)
             if victim is None or victim.total <= size or victim is account:
-                count(QUEUED_BYTES_LIMITED, "refused", "process")
                 return Refusal(
                     503,
                     "unavailable",
@@ -206,6 +214,15 @@ class Ledger:
                 )
             self._cut(victim, "process")
         return None
+
+    def _token_refusal(self, held: int) -> Refusal:
+        return Refusal(
+            429,
+            "too_much_unread",
+            f"answers to this token wait unread ({held} bytes, with room for at most "
+            f"{self.per_token}); read them, or close those connections, first",
+            "token",
+        )
 
     def changed(self, account: Account, delta: int) -> None:
         """`account` holds `delta` bytes more (or fewer); past a budget, a cut (see the
@@ -268,6 +285,14 @@ def admit_answer(ledger: Ledger, account: Account, token: str | None, size: int)
     refusal = ledger.admit(account, size)
     if refusal is not None:
         return refusal
+    return carry(account, size)
+
+
+def carry(account: Account, size: int) -> int:
+    """An answer of `size` bytes goes out on `account` whatever the budgets (its request may
+    have changed something): how many of its bytes are held until it is written, to release
+    with `Account.sent`. Past a budget it cuts the connection holding the most, as an event
+    does."""
     # Something waits on the connection: the answer waits behind it, in this process.
     return size if account.buffered and account.hold(size) else 0
 
