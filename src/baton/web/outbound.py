@@ -37,13 +37,14 @@ from typing import Any, Protocol
 
 from starlette.types import Scope
 
+from baton.engine.limits import DEFAULT_LIMITS
 from baton.metrics import QUEUED_BYTES_LIMITED, count
 
 log = logging.getLogger("baton.outbound")
 
 SCOPE_KEY = "baton.outbound"  # the connection's `Account`, in the ASGI scope of an HTTP request
 RETRY_AFTER_SECONDS = 5
-RESERVE = 16 * 1024 * 1024  # the engine's response budget: the most one answer may hold
+RESERVE = DEFAULT_LIMITS.max_response_bytes  # the most one answer may hold
 
 
 class Transport(Protocol):
