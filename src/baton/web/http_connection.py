@@ -24,7 +24,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from baton.web.outbound import SCOPE_KEY, Account
+from baton.web.outbound import SCOPE_KEY, Account, Accounted
 
 # Bytes that may wait for the end of a turn: past this a write leaves at once, so an app that
 # writes a large body without yielding fills the socket's buffer (and meets uvicorn's flow
@@ -120,29 +120,20 @@ class CorkedTransport(asyncio.Transport):
         return self.transport.get_extra_info(name, default)
 
 
-class CorkedHttpToolsProtocol(HttpToolsProtocol):
+class CorkedHttpToolsProtocol(Accounted, HttpToolsProtocol):
     """uvicorn's httptools connection on a `CorkedTransport`."""
 
     account: Account
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)  # flow control and addresses on the socket's own
-        # Paused while anything is unsent, resumed when nothing is (see the module).
-        transport.set_write_buffer_limits(high=0, low=0)
-        self.account = Account(transport)
+        self.account = Account()
+        self.watch(transport)
         self.transport = CorkedTransport(transport, self.loop, self.account)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope[SCOPE_KEY] = self.account  # type: ignore[literal-required]
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        self.account.measure()  # nothing is left unsent
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.account.close()
 
     def handle_websocket_upgrade(self) -> None:
         corked = self.transport

@@ -28,6 +28,7 @@ cut:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import struct
@@ -146,6 +147,28 @@ class Account:
                 sock.setsockopt(SOL_SOCKET, SO_LINGER, struct.pack("ii", 1, 0))
         with contextlib.suppress(Exception):
             transport.abort()
+
+
+class Accounted:
+    """What an asyncio connection (a uvicorn protocol) does to keep its `Account` current; put
+    it before the protocol class in the bases. The transport pauses the writer as soon as
+    anything is left unsent, so `resume_writing` means nothing is; a lost connection holds
+    nothing."""
+
+    account: Account
+
+    def watch(self, transport: asyncio.Transport) -> None:
+        """Account for what `transport` keeps (call from `connection_made`)."""
+        transport.set_write_buffer_limits(high=0, low=0)
+        self.account.transport = transport
+
+    def resume_writing(self) -> None:
+        super().resume_writing()  # type: ignore[misc]  # the protocol class after this mixin
+        self.account.measure()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)  # type: ignore[misc]  # the protocol class after this mixin
+        self.account.close()
 
 
 class _Share:

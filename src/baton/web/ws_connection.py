@@ -32,7 +32,7 @@ from typing import Any, cast
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import State
 
-from baton.web.outbound import Account
+from baton.web.outbound import Account, Accounted
 
 
 class _Inbox:
@@ -106,7 +106,7 @@ class _Gate:
                 self._waiters.remove(waiter)
 
 
-class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
+class LeanWebSocketProtocol(Accounted, WebSocketsSansIOProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.queue = cast(Any, _Inbox())
@@ -115,17 +115,7 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        # Paused while anything is unsent, resumed when nothing is (see the module).
-        self.transport.set_write_buffer_limits(high=0, low=0)
-        self.account.transport = self.transport
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        self.account.measure()  # nothing is left unsent
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.account.close()
+        self.watch(self.transport)
 
     async def send(self, message: Any) -> None:
         await super().send(message)
