@@ -4,10 +4,16 @@ whether the server ended a connection."""
 from __future__ import annotations
 
 import re
+import secrets
 import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import httpx
+import pytest
 
+from baton.store.db import Database
+from tests.conftest import LiveServer, start_server, stop_server
 from tests.helpers import World
 from tests.live.big_events import big_packet, until_async
 
@@ -27,6 +33,28 @@ subscription($filter: TaskEventFilter, $after: ID) {
 """
 CUT = 'baton_queued_bytes_limited_total{{action="cut",budget="{}"}}'
 REFUSED = 'baton_queued_bytes_limited_total{{action="refused",budget="{}"}}'
+
+
+@dataclass
+class BudgetServer(LiveServer):
+    metrics_token: str = ""
+
+
+def budget_server(
+    database_url: str, db: Database, tmp: pytest.TempPathFactory, **settings: int
+) -> Iterator[BudgetServer]:
+    """A `baton serve` with `settings` (`max_queued_bytes=…` is BATON_MAX_QUEUED_BYTES) and a
+    token for its /metrics, for a module-scoped fixture to `yield from`."""
+    log = tmp.mktemp("budget") / "serve.log"
+    metrics_token = secrets.token_urlsafe(16)
+    env = {
+        "BATON_DATABASE_URL": database_url,
+        "BATON_METRICS_TOKEN": metrics_token,
+        **{f"BATON_{name.upper()}": str(value) for name, value in settings.items()},
+    }
+    url, process = start_server(env, log)
+    yield BudgetServer(url, db, process, metrics_token)
+    stop_server(process)
 
 
 async def hubs_with_fat_events(world: World, hubs: int = 3) -> list[str]:

@@ -13,18 +13,26 @@ token's budget and a second does not.
 from __future__ import annotations
 
 import json
-import secrets
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
 from baton.store.db import Database
-from tests.conftest import LiveServer, start_server, stop_server
-from tests.fat_events import CUT, MIB, PACKET, REFUSED, gone, metric, released
+from tests.conftest import LiveServer
+from tests.fat_events import (
+    CUT,
+    MIB,
+    PACKET,
+    REFUSED,
+    BudgetServer,
+    budget_server,
+    gone,
+    metric,
+    released,
+)
 from tests.helpers import World
 from tests.live.big_events import big_tasks, until, until_async
 
@@ -35,31 +43,11 @@ GRAPHIQL_SCRIPT = "/graphiql/graphiql.min.js"  # 3.5 MB, served without a token
 MCP_VERSION = "2025-06-18"
 
 
-@dataclass
-class QueuedServer(LiveServer):
-    metrics_token: str = ""
-
-
-def serve(
-    database_url: str, db: Database, tmp: pytest.TempPathFactory, **limits: int
-) -> Iterator[QueuedServer]:
-    log = tmp.mktemp("queued") / "serve.log"
-    metrics_token = secrets.token_urlsafe(16)
-    env = {
-        "BATON_DATABASE_URL": database_url,
-        "BATON_METRICS_TOKEN": metrics_token,
-        **{f"BATON_{name.upper()}": str(value) for name, value in limits.items()},
-    }
-    url, process = start_server(env, log)
-    yield QueuedServer(url, db, process, metrics_token)
-    stop_server(process)
-
-
 @pytest.fixture(scope="module")
 def server(
     database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[QueuedServer]:
-    yield from serve(
+) -> Iterator[BudgetServer]:
+    yield from budget_server(
         database_url,
         db,
         tmp_path_factory,
@@ -71,8 +59,8 @@ def server(
 @pytest.fixture(scope="module")
 def small_server(
     database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[QueuedServer]:
-    yield from serve(database_url, db, tmp_path_factory, max_queued_bytes=SMALL_LIMIT)
+) -> Iterator[BudgetServer]:
+    yield from budget_server(database_url, db, tmp_path_factory, max_queued_bytes=SMALL_LIMIT)
 
 
 def fat_answer(project: str, pages: int = 4) -> str:
@@ -82,7 +70,7 @@ def fat_answer(project: str, pages: int = 4) -> str:
     return "{ " + " ".join(f"a{n}: {page}" for n in range(pages)) + " }"
 
 
-async def queued(server: QueuedServer) -> float:
+async def queued(server: BudgetServer) -> float:
     return await metric(server.url, server.metrics_token, "baton_queued_bytes")
 
 
@@ -133,7 +121,7 @@ def read_small_answer(sock: socket.socket) -> tuple[dict[str, str], Any]:
     return headers, json.loads(body)
 
 
-async def fill_the_token(server: QueuedServer, token: str, project: str) -> list[socket.socket]:
+async def fill_the_token(server: BudgetServer, token: str, project: str) -> list[socket.socket]:
     """Stuck connections asking for the fat answer, one at a time, until one is refused
     (the last of the list); every one before it was answered in full."""
     body = json.dumps({"query": fat_answer(project)}).encode()
@@ -154,7 +142,7 @@ async def fill_the_token(server: QueuedServer, token: str, project: str) -> list
 
 
 async def test_unread_answers_fill_their_token_s_budget_the_next_is_refused_another_token_served(
-    server: QueuedServer, world: World
+    server: BudgetServer, world: World
 ) -> None:
     await big_tasks(world, 100)
     token = await server.token(world.roles["requester"])
@@ -185,7 +173,7 @@ async def test_unread_answers_fill_their_token_s_budget_the_next_is_refused_anot
 
 
 async def test_the_bytes_of_a_stuck_client_are_released_when_it_goes_away(
-    server: QueuedServer, world: World
+    server: BudgetServer, world: World
 ) -> None:
     """The ledger follows the connections: one stuck answer counts, then nothing once its
     client has gone, without the server waiting for it to read."""
@@ -206,7 +194,7 @@ async def test_the_bytes_of_a_stuck_client_are_released_when_it_goes_away(
 
 
 async def test_a_mutation_of_a_token_without_room_is_refused_before_it_runs(
-    server: QueuedServer, world: World
+    server: BudgetServer, world: World
 ) -> None:
     """A request runs only if its token has room for the largest answer (the engine's 16 MiB):
     with 14 MB of its answers unread, the token's hand-off is refused (429) and no task is
@@ -234,7 +222,7 @@ async def test_a_mutation_of_a_token_without_room_is_refused_before_it_runs(
 
 
 async def test_a_token_whose_graphql_answers_wait_unread_is_refused_on_mcp_too(
-    server: QueuedServer, world: World
+    server: BudgetServer, world: World
 ) -> None:
     """One ledger for every door: a GraphQL answer its client does not read holds about
     14 MB of the token's 16 MiB, and the same token's MCP `handOff` is then refused before it
@@ -282,13 +270,13 @@ def hand_off(world: World, client_id: str) -> str:
       {{ __typename }} }}"""
 
 
-async def made(server: QueuedServer, world: World, client_id: str) -> bool:
+async def made(server: BudgetServer, world: World, client_id: str) -> bool:
     task_id = f"{world.req_owner}_{client_id}"
     return bool(await server.db.fetchval("SELECT count(*) FROM tasks WHERE id = $1", task_id))
 
 
 async def test_past_the_process_budget_an_answer_larger_than_every_holder_is_refused(
-    server: QueuedServer, world: World
+    server: BudgetServer, world: World
 ) -> None:
     """Four tokens each leave an answer of about 10.6 MB unread (three pages), 42 MB of the
     process's 48 MiB; a fifth token's fat answer (14 MB) does not fit, and no connection holds
@@ -320,7 +308,7 @@ async def test_past_the_process_budget_an_answer_larger_than_every_holder_is_ref
 
 
 async def test_unauthenticated_downloads_count_against_the_process_the_fullest_gives_way(
-    small_server: QueuedServer,
+    small_server: BudgetServer,
 ) -> None:
     """GraphiQL's script (3.5 MB, no token needed) asked for three times on one connection that
     never reads: the answers the kernel cannot take wait in the server, the last one built

@@ -10,21 +10,20 @@ reset. A reader of another token sees every event and a live one after.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 from bench.slow_sockets import StuckPeer
 
 from baton.store.db import Database
-from tests.conftest import LiveServer, start_server, stop_server
 from tests.fat_events import (
     CUT,
     EVENT_IDS,
     FAT_EVENTS,
     MIB,
+    BudgetServer,
+    budget_server,
     hubs_with_fat_events,
     metric,
     released,
@@ -38,27 +37,18 @@ HUBS = 2
 CANCEL = 'mutation($id: ID!) { cancelTask(input: {id: $id, reason: "done"}) { __typename } }'
 
 
-@dataclass
-class BudgetServer(LiveServer):
-    metrics_token: str = ""
-
-
 @pytest.fixture(scope="module")
 def server(
     database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BudgetServer]:
-    log = tmp_path_factory.mktemp("ws-budget") / "serve.log"
-    metrics_token = secrets.token_urlsafe(16)
-    env = {
-        "BATON_DATABASE_URL": database_url,
-        "BATON_METRICS_TOKEN": metrics_token,
-        "BATON_MAX_QUEUED_BYTES_PER_TOKEN": str(PER_TOKEN),
-        "BATON_WS_MAX_QUEUED_BYTES": str(256 * MIB),
-        "BATON_WS_SEND_TIMEOUT": "600",
-    }
-    url, process = start_server(env, log)
-    yield BudgetServer(url, db, process, metrics_token)
-    stop_server(process)
+    yield from budget_server(
+        database_url,
+        db,
+        tmp_path_factory,
+        max_queued_bytes_per_token=PER_TOKEN,
+        ws_max_queued_bytes=256 * MIB,
+        ws_send_timeout=600,
+    )
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -10,20 +10,19 @@ the second is queued behind it, past the budget.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from baton.store.db import Database
-from tests.conftest import LiveServer, start_server, stop_server
 from tests.fat_events import (
     CUT,
     EVENT_IDS,
     FAT_EVENTS,
     MIB,
+    BudgetServer,
+    budget_server,
     gone,
     hubs_with_fat_events,
     metric,
@@ -38,25 +37,16 @@ HUBS = 3
 CANCEL = 'mutation($id: ID!) { cancelTask(input: {id: $id, reason: "done"}) { __typename } }'
 
 
-@dataclass
-class BudgetServer(LiveServer):
-    metrics_token: str = ""
-
-
 @pytest.fixture(scope="module")
 def server(
     database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BudgetServer]:
-    log = tmp_path_factory.mktemp("sse-budget") / "serve.log"
-    metrics_token = secrets.token_urlsafe(16)
-    env = {
-        "BATON_DATABASE_URL": database_url,
-        "BATON_METRICS_TOKEN": metrics_token,
-        "BATON_MAX_QUEUED_BYTES": str(LIMIT),
-    }
-    url, process = start_server(env, log)
-    yield BudgetServer(url, db, process, metrics_token)
-    stop_server(process)
+    yield from budget_server(
+        database_url,
+        db,
+        tmp_path_factory,
+        max_queued_bytes=LIMIT,
+    )
 
 
 async def test_a_stream_that_never_reads_is_dropped_past_the_process_budget_a_reader_is_not(
