@@ -35,12 +35,12 @@ from tests.fat_events import (
 )
 from tests.helpers import World
 from tests.live.big_events import big_tasks, until, until_async
+from tests.mcp.conftest import call, open_session
 
 PER_TOKEN = 16 * MIB
 LIMIT = 48 * MIB
 SMALL_LIMIT = 8 * MIB
 GRAPHIQL_SCRIPT = "/graphiql/graphiql.min.js"  # 3.5 MB, served without a token
-MCP_VERSION = "2025-06-18"
 
 
 @pytest.fixture(scope="module")
@@ -239,11 +239,15 @@ async def test_a_token_whose_graphql_answers_wait_unread_is_refused_on_mcp_too(
         "id": "refused-on-mcp",
     }
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-        sessions = {t: await mcp_session(client, t) for t in (token, other)}
+        sessions = {t: await open_session(client, t) for t in (token, other)}
         socks = await fill_the_token(server, token, world.project)
         try:
-            refused = await tool(client, token, sessions[token], "handOff", arguments)
-            served = await tool(client, other, sessions[other], "tasks", {"first": 100})
+            refused = await call(
+                client, token, sessions[token], "tools/call", name="handOff", arguments=arguments
+            )
+            served = await call(
+                client, other, sessions[other], "tools/call", name="tasks", arguments={"first": 100}
+            )
         finally:
             for sock in socks:
                 sock.close()
@@ -258,7 +262,9 @@ async def test_a_token_whose_graphql_answers_wait_unread_is_refused_on_mcp_too(
     await released(server.url, server.metrics_token)
     # Once its clients have gone, the same call runs.
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-        again = await tool(client, token, sessions[token], "handOff", arguments)
+        again = await call(
+            client, token, sessions[token], "tools/call", name="handOff", arguments=arguments
+        )
     assert again.status_code == 200 and not again.json()["result"].get("isError"), again.text
     assert await made(server, world, "refused-on-mcp")
 
@@ -333,49 +339,3 @@ async def test_unauthenticated_downloads_count_against_the_process_the_fullest_g
     finally:
         sock.close()
     await released(small_server.url, small_server.metrics_token)
-
-
-async def mcp_session(client: httpx.AsyncClient, token: str) -> str:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": MCP_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "tests", "version": "0"},
-        },
-    }
-    response = await client.post("/mcp", json=initialize, headers=mcp_headers(token))
-    assert response.status_code == 200, response.text
-    session = response.headers["mcp-session-id"]
-    notified = await client.post(
-        "/mcp",
-        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-        headers=mcp_headers(token, session),
-    )
-    assert notified.status_code == 202, notified.text
-    return session
-
-
-async def tool(
-    client: httpx.AsyncClient, token: str, session: str, name: str, arguments: dict[str, Any]
-) -> httpx.Response:
-    request = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    }
-    return await client.post("/mcp", json=request, headers=mcp_headers(token, session))
-
-
-def mcp_headers(token: str, session: str | None = None) -> dict[str, str]:
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-    }
-    if session is not None:
-        headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": MCP_VERSION}
-    return headers
