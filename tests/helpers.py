@@ -96,7 +96,9 @@ class World:
     """
 
     service: TaskService
-    tag: str = field(default_factory=lambda: secrets.token_hex(4))
+    # Worlds whose tags collide share owners, projects and gate rules (one's ALLOW rule decides
+    # the other's hand-off): 48 bits keep that out of reach for the worlds one run makes.
+    tag: str = field(default_factory=lambda: secrets.token_hex(6))
 
     def __post_init__(self) -> None:
         self.req_owner = f"r{self.tag}"
