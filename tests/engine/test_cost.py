@@ -318,3 +318,34 @@ async def test_at_run_time_a_request_may_load_only_so_many_rows(
     )
     assert outcome.data is None
     assert [e["extensions"]["code"] for e in outcome.errors] == ["too_expensive"]
+
+
+async def test_a_request_stopped_by_its_budget_leaves_nothing_for_the_collector(
+    service: TaskService, world: World
+) -> None:
+    """A refused request's memory goes back when its answer does: the refusal keeps no
+    traceback whose frames (and the rows they loaded) would live in a reference cycle until the
+    collector's rare full pass. With the collector off, nothing of the refusal survives."""
+    import gc
+
+    from baton.engine.limits import Limits
+    from baton.engine.runner import Engine, Request
+    from baton.errors import TooMuchWork
+    from tests.helpers import context
+
+    await clique(service, world, 6)
+    small = Engine(schema, Limits(max_loaded_bytes=2_000))
+    query = (
+        "{ tasks(first: 50) { edges { node { id "
+        "events { edges { node { task { protocolObject } } } } } } } }"
+    )
+    gc.collect()
+    gc.disable()
+    try:
+        outcome = await small.execute(Request(query), context(world.roles["requester"], service))
+        assert [e["extensions"]["code"] for e in outcome.errors][:1] == ["too_expensive"]
+        del outcome
+        left = [o for o in gc.get_objects() if isinstance(o, TooMuchWork)]
+    finally:
+        gc.enable()
+    assert left == []

@@ -38,6 +38,7 @@ from graphql.pyutils import is_iterable
 from baton.engine.leaves import weight
 from baton.engine.plans import Compiler, FieldPlan, Kind, TypePlan
 from baton.engine.selection import Selection
+from baton.errors import BatonError
 
 # A response position: (parent position, key, ordinal), None for the root. The ordinal is the
 # key's place in its selection set (or the list index), so positions sort in document order.
@@ -137,6 +138,11 @@ class Run:
         self.info = ResolveInfo(self.context)
 
     def fail(self, error: Exception, plan: FieldPlan, path: Path) -> Failure:
+        if isinstance(error, BatonError):
+            # An expected failure is answered, never logged: its traceback would only keep
+            # every frame it passed through, and the rows they hold, alive in a reference
+            # cycle until the collector's rare full pass (a refused request's hundred MB).
+            error.__traceback__ = None
         return Failure([(located_error(error, plan.nodes, path_list(path)), path)])
 
     def settle(self, failure: Failure, position: Path) -> None:
