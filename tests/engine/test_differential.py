@@ -135,6 +135,9 @@ DOCUMENTS = [
     """{ tasks(first: 3) { ... on TaskConnection { pageInfo { endCursor } }
          edges { node { id } } } }""",
     """{ tasks(first: 3) { edges { c: cursor node { state } } } }""",
+    # A domain error raised as the field runs (an agent may not list webhook endpoints) beside
+    # data: the error and its path as graphql-core reports them, with no traceback kept.
+    """{ viewer { handle } webhookEndpoints { id } tasks(first: 2) { edges { node { id } } } }""",
     # (arguments out of bounds are refused before execution: tests/api/test_executor_hardening)
 ]
 
