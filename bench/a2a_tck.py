@@ -1,14 +1,17 @@
 """The public A2A conformance kit (`a2aproject/a2a-tck`) against one of Baton's agents, with a
 worker attached that does the tasks handed to it.
 
-    scripts/a2a-tck [--tck DIR] [--level must] [--transport jsonrpc,http_json]
+    scripts/a2a-tck [--tck DIR] [--from GIT] [--level must] [--transport jsonrpc,http_json]
                     [--database-url URL] [--agent tck/worker] [-- PYTEST_ARGS...]
 
 What it does, in order:
 
-1. The kit: a checkout in `--tck` (default /tmp/a2a-tck; cloned from GitHub at `TCK_COMMIT`
-   when the folder has none) and its own venv in `<tck>/.venv` (`pip install -e <tck>`, from
-   PyPI), made when missing. Nothing of the kit is part of Baton's tree or venv.
+1. The kit: a checkout in `--tck` (default /tmp/a2a-tck; when the folder has none, cloned at
+   `TCK_COMMIT` from `--from`: GitHub by default, or any git directory or URL holding that
+   commit, such as a local mirror where GitHub is out of reach) and its own venv in
+   `<tck>/.venv` (`pip install -e <tck>`, from PyPI), made when missing. Nothing of the kit is
+   part of Baton's tree or venv, and the suite does not run it: it needs the kit's source,
+   which CI does not fetch.
 2. A fresh database (`baton_a2a_tck_<random>` on `--database-url` / BATON_BENCH_DATABASE_URL,
    else on an embedded PostgreSQL), migrated, and one `baton serve` on it, with webhooks allowed
    to plain http on loopback (`BATON_WEBHOOK_ALLOW_PRIVATE`, `BATON_WEBHOOK_ALLOW_HTTP`): the
@@ -79,11 +82,12 @@ def say(line: str) -> None:
     print(f"a2a-tck: {line}", file=sys.stderr, flush=True)
 
 
-def ensure_kit(folder: Path) -> Path:
-    """The kit's checkout and venv in `folder`, made when missing; answers its Python."""
+def ensure_kit(folder: Path, source: str) -> Path:
+    """The kit's checkout and venv in `folder`, made when missing (cloned from `source`);
+    answers its Python."""
     if not (folder / "run_tck.py").exists():
-        say(f"cloning {TCK_REPO} at {TCK_COMMIT[:12]} into {folder}")
-        subprocess.run(["git", "clone", "-q", TCK_REPO, str(folder)], check=True)
+        say(f"cloning {source} at {TCK_COMMIT[:12]} into {folder}")
+        subprocess.run(["git", "clone", "-q", source, str(folder)], check=True)
         subprocess.run(["git", "-C", str(folder), "checkout", "-q", TCK_COMMIT], check=True)
     head = subprocess.run(
         ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True
@@ -126,7 +130,7 @@ def summary(report: Path) -> list[dict[str, Any]]:
     data = json.loads(report.read_text())
     rows = []
     for req_id, req in sorted(data["per_requirement"].items()):
-        if req["status"] == "NOT_TESTED":
+        if req["status"] in ("NOT TESTED", "NOT_TESTED"):
             continue
         row: dict[str, Any] = {"requirement": req_id, "level": req["level"]}
         row["status"] = req["status"]
@@ -137,7 +141,7 @@ def summary(report: Path) -> list[dict[str, Any]]:
 
 
 async def main_async(args: argparse.Namespace, folder: Path) -> int:
-    python = ensure_kit(folder)
+    python = ensure_kit(folder, args.source)
     database = args.database_url or os.environ.get("BATON_BENCH_DATABASE_URL")
     owner = args.agent.split("/")[0]
     async with bench_database(database, prefix="baton_a2a_tck") as (url, where):
@@ -174,6 +178,12 @@ async def main_async(args: argparse.Namespace, folder: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/a2a-tck", description=__doc__.split("\n")[0])
     p.add_argument("--tck", default="/tmp/a2a-tck", help="the kit's checkout (made if missing)")
+    p.add_argument(
+        "--from",
+        dest="source",
+        default=os.environ.get("BATON_TCK_SOURCE", TCK_REPO),
+        help="where to clone the kit from when --tck has none (BATON_TCK_SOURCE)",
+    )
     p.add_argument("--level", default="must", choices=["must", "should", "may"])
     p.add_argument("--transport", default=None, help="the kit's filter, e.g. jsonrpc,http_json")
     p.add_argument("--database-url", default=None)
