@@ -7,6 +7,10 @@ anything else is done with the request (a URL is looked up only for the endpoint
 admin, so its look-up tells nothing to anyone else). Deliveries are made by
 `baton.webhooks.worker`; this service only asks for them, at most `MAX_PENDING_MANUAL` pings
 and redeliveries waiting per endpoint.
+
+Endpoints scoped to one task (A2A's push notification configs) are managed apart, by whoever
+may see the task (`task_webhooks`, whose operations this service has too); the operations
+here never see them: one answers as a missing endpoint.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.errors import Forbidden, InvalidInput, NotFound
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.protocol import task_object
+from baton.services.task_webhooks import TaskEndpoints
 from baton.services.webhook_addresses import Policy, Refused, check, parse
 from baton.services.webhook_secrets import SecretBox, new_secret
 from baton.store import webhooks as store
@@ -61,7 +66,7 @@ def _check_filters(
         RunEventFilter.from_stored(run_filter)
 
 
-class WebhookService:
+class WebhookService(TaskEndpoints):
     def __init__(
         self,
         db: Database,
@@ -98,7 +103,11 @@ class WebhookService:
     ) -> EndpointRecord:
         self._manager(principal)
         found = await store.endpoint(conn, id, lock=lock)
-        if found is None or not (principal.is_admin or principal.owner == found.owner):
+        if (
+            found is None
+            or found.scoped  # a task's push notification config: see `task_webhooks`
+            or not (principal.is_admin or principal.owner == found.owner)
+        ):
             raise NotFound("webhook endpoint", id)
         return found
 

@@ -20,6 +20,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlmodel import Field, SQLModel
 
+from baton.protocol.handoff import HANDOFF
+from baton.protocol.machine import Machine
+from baton.protocol.pipeline import PIPELINE
+
 
 def _ts(**kw: Any) -> Any:
     return Field(sa_column=Column(DateTime(timezone=True), nullable=False, **kw))
@@ -36,6 +40,12 @@ _EVENT_ID = text("baton_event_id()")
 _RECENT = (text("updated_at DESC"), text("id DESC"))
 # An owner sees its own hand-offs through the requester side; its assignee side is these.
 _CROSS = text("assignee_owner <> requester_owner")
+
+
+def _finished(column: str, machine: Machine[Any, Any, Any]) -> Any:
+    """Rows in a terminal state of `machine`: what retention removes, oldest first (0015)."""
+    values = ", ".join(f"'{info.state.value}'" for info in machine.states if info.terminal)
+    return text(f"{column} IN ({values})")
 
 
 class TaskRow(SQLModel, table=True):
@@ -70,6 +80,12 @@ class TaskRow(SQLModel, table=True):
             "depends_on",
             postgresql_using="gin",
             postgresql_with={"fastupdate": "off"},
+        ),
+        Index(
+            "tasks_finished_idx",
+            "updated_at",
+            "id",
+            postgresql_where=_finished("state", HANDOFF),
         ),
     )
 
@@ -176,6 +192,12 @@ class RunRow(SQLModel, table=True):
             "id",
             postgresql_where=text("status IN ('backlog', 'waiting_for_agent')"),
         ),
+        Index(
+            "runs_finished_idx",
+            "updated_at",
+            "id",
+            postgresql_where=_finished("status", PIPELINE),
+        ),
     )
 
     id: str = Field(sa_column=Column(Text, primary_key=True))
@@ -242,6 +264,9 @@ class RunLeaseRow(SQLModel, table=True):
 
 # --- webhooks -----------------------------------------------------------------------------
 
+_UNSCOPED = text("task_id IS NULL")
+_SCOPED = text("task_id IS NOT NULL")
+
 
 class WebhookEndpointRow(SQLModel, table=True):
     """An owner's webhook endpoint. Its cursors over the two event logs are the outbox: the
@@ -249,7 +274,23 @@ class WebhookEndpointRow(SQLModel, table=True):
     The lease says which process works on the endpoint now (one at a time)."""
 
     __tablename__ = "webhook_endpoints"
-    __table_args__ = (Index("webhook_endpoints_owner_idx", "owner", "id"),)
+    __table_args__ = (
+        # An owner's unscoped endpoints; its task-scoped ones, many per owner, apart (0013).
+        Index("webhook_endpoints_owner_idx", "owner", "id", postgresql_where=_UNSCOPED),
+        Index(
+            "webhook_endpoints_task_config_idx",
+            "task_id",
+            "owner",
+            "config_id",
+            unique=True,
+            postgresql_where=_SCOPED,
+        ),
+        Index(
+            "webhook_endpoints_task_live_idx",
+            "owner",
+            postgresql_where=text("task_id IS NOT NULL AND enabled"),
+        ),
+    )
 
     id: str = Field(sa_column=Column(Text, primary_key=True))
     owner: str = Field(sa_column=Column(Text, nullable=False))
@@ -278,6 +319,21 @@ class WebhookEndpointRow(SQLModel, table=True):
     # Whether the URL needed BATON_WEBHOOK_ALLOW_PRIVATE when saved (null: saved before this
     # was kept); see baton.store.webhooks.
     allow_private: bool | None = Field(default=None, sa_column=Column(Boolean, nullable=True))
+    # A task-scoped endpoint (an A2A push notification config) takes that task's events only,
+    # and is named by `config_id` among its owner's endpoints on the task. Its token and its
+    # authentication credentials are sealed as `secret` is; see baton.services.webhooks.
+    task_id: str | None = Field(
+        default=None,
+        sa_column=Column(Text, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=True),
+    )
+    config_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    token: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    auth_scheme: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    auth_credentials: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # How messages are written: standard (Standard Webhooks) | a2a (A2A's StreamResponse).
+    payload_format: str = Field(
+        sa_column=Column(Text, nullable=False, server_default=text("'standard'"))
+    )
 
 
 class WebhookDeliveryRow(SQLModel, table=True):
@@ -293,6 +349,13 @@ class WebhookDeliveryRow(SQLModel, table=True):
             "log",
             "event_id",
             unique=True,
+            postgresql_where=text("kind = 'event'"),
+        ),
+        # The deliveries of events retention removes (0015).
+        Index(
+            "webhook_deliveries_log_event_idx",
+            "log",
+            "event_id",
             postgresql_where=text("kind = 'event'"),
         ),
         Index(
@@ -324,3 +387,28 @@ class WebhookDeliveryRow(SQLModel, table=True):
     created_at: datetime = _ts()
     updated_at: datetime = _ts()
     delivered_at: datetime | None = _optional_ts()
+
+
+# --- retention (baton.store.retention) --------------------------------------------------------
+
+
+class RetentionFloorRow(SQLModel, table=True):
+    """An event log's floor: every event removed from it has an id at most `floor`."""
+
+    __tablename__ = "retention_floors"
+
+    log: str = Field(sa_column=Column(Text, primary_key=True))  # task_events | run_events
+    floor: int = Field(sa_column=Column(BigInteger, nullable=False))
+    removed_subjects: int = Field(sa_column=Column(BigInteger, nullable=False))
+    removed_events: int = Field(sa_column=Column(BigInteger, nullable=False))
+    swept_at: datetime | None = _optional_ts()
+
+
+class RetentionSweeperRow(SQLModel, table=True):
+    """One row: the process sweeping now, and until when its lease holds."""
+
+    __tablename__ = "retention_sweeper"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    holder: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    held_until: datetime | None = _optional_ts()

@@ -18,10 +18,24 @@ from typing import Any
 from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable, newest_readable_sql
 
-MAX_ENDPOINTS = 20  # per owner
+MAX_ENDPOINTS = 20  # per owner, unscoped
+MAX_TASK_ENDPOINTS = 100  # per owner, scoped to a task and still live (not ended or disabled)
+MAX_ENDPOINTS_PER_TASK = 10  # per task and owner, live or not
 MAX_PENDING_MANUAL = 10  # pings and redeliveries waiting per endpoint (one turn sends them all)
 KEPT_DELIVERIES = 1000  # per endpoint, newest kept (older rows are pruned)
 LOG_TABLES = {"task": "task_events", "run": "run_events"}
+
+
+# Why a task-scoped endpoint stopped for good: its task's final event was delivered, or the
+# task had ended when the endpoint was made.
+TASK_ENDED = "the task ended"
+
+
+class PayloadFormat(StrEnum):
+    """How an endpoint's messages are written (`baton.webhooks.formats`)."""
+
+    STANDARD = "standard"  # Standard Webhooks: the subscription's data, signed
+    A2A = "a2a"  # A2A's StreamResponse, with the config's token and authentication
 
 
 class DeliveryKind(StrEnum):
@@ -77,10 +91,28 @@ class EndpointRecord:
     created_at: datetime
     updated_at: datetime
     allow_private: bool | None
+    task_id: str | None = None
+    config_id: str | None = None
+    token: str | None = None  # sealed
+    auth_scheme: str | None = None
+    auth_credentials: str | None = None  # sealed
+    payload_format: PayloadFormat = PayloadFormat.STANDARD
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> EndpointRecord:
-        return cls(**{name: row[name] for name in _ENDPOINT_FIELDS})
+        values = {name: row[name] for name in _ENDPOINT_FIELDS}
+        values["payload_format"] = PayloadFormat(values["payload_format"])
+        return cls(**values)
+
+    @property
+    def scoped(self) -> bool:
+        """Scoped to one task (an A2A push notification config), not an owner's endpoint."""
+        return self.task_id is not None
+
+    @property
+    def ended(self) -> bool:
+        """A task-scoped endpoint whose task ended: it sends nothing more."""
+        return not self.enabled and self.disabled_reason == TASK_ENDED
 
 
 _ENDPOINT_FIELDS = tuple(EndpointRecord.__dataclass_fields__)
@@ -136,9 +168,10 @@ async def insert_endpoint(
 ) -> EndpointRecord | None:
     """Add an endpoint whose cursors start at the logs' ends (it gets events committed from
     now on); None when the owner already has `MAX_ENDPOINTS`."""
-    # One owner's additions at a time, so the cap holds under concurrency.
-    await conn.execute("SELECT pg_advisory_xact_lock(7412008, hashtext($1))", owner)
-    held = await conn.fetchval("SELECT count(*) FROM webhook_endpoints WHERE owner = $1", owner)
+    await lock_owner(conn, owner)
+    held = await conn.fetchval(
+        "SELECT count(*) FROM webhook_endpoints WHERE owner = $1 AND task_id IS NULL", owner
+    )
     if held >= MAX_ENDPOINTS:
         return None
     row = await conn.fetchrow(
@@ -159,6 +192,12 @@ async def insert_endpoint(
     return EndpointRecord.from_row(row)
 
 
+async def lock_owner(conn: Connection, owner: str) -> None:
+    """One owner's additions at a time (until the transaction ends), so its caps hold under
+    concurrency."""
+    await conn.execute("SELECT pg_advisory_xact_lock(7412008, hashtext($1))", owner)
+
+
 async def endpoint(conn: Connection, id: str, *, lock: bool = False) -> EndpointRecord | None:
     sql = f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1"
     row = await conn.fetchrow(sql + (" FOR UPDATE" if lock else ""), id)
@@ -168,14 +207,103 @@ async def endpoint(conn: Connection, id: str, *, lock: bool = False) -> Endpoint
 async def endpoints(
     db: Database, owner: str | None, first: int, after: str | None
 ) -> list[EndpointRecord]:
-    """Endpoints by id (an owner's, or everyone's for `owner=None`), after id `after`."""
+    """Unscoped endpoints by id (an owner's, or everyone's for `owner=None`), after id
+    `after`."""
     rows = await db.fetch(
         f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints "
-        "WHERE ($1::text IS NULL OR owner = $1) AND ($2::text IS NULL OR id > $2) "
-        "ORDER BY id LIMIT $3",
+        "WHERE task_id IS NULL AND ($1::text IS NULL OR owner = $1) "
+        "AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3",
         owner,
         after,
         first,
+    )
+    return [EndpointRecord.from_row(r) for r in rows]
+
+
+# --- endpoints scoped to a task --------------------------------------------------------------
+
+
+async def insert_task_endpoint(
+    conn: Connection,
+    *,
+    id: str,
+    owner: str,
+    task_id: str,
+    config_id: str,
+    url: str,
+    secret: str,
+    token: str | None,
+    auth_scheme: str | None,
+    auth_credentials: str | None,
+    payload_format: PayloadFormat,
+    allow_private: bool,
+    task_cursor: int,
+    run_cursor: int,
+    ended: bool,
+) -> EndpointRecord:
+    """Add an endpoint taking task `task_id`'s events after `task_cursor`; made `ended` (it
+    sends nothing) for a task that has ended. The caller holds the owner's lock and has
+    counted its endpoints."""
+    row = await conn.fetchrow(
+        "INSERT INTO webhook_endpoints (id, owner, url, description, task_filter, secret, "
+        "enabled, disabled_reason, disabled_at, task_cursor, run_cursor, failures, created_at, "
+        "updated_at, allow_private, task_id, config_id, token, auth_scheme, auth_credentials, "
+        "payload_format) VALUES ($1, $2, $3, '', $4, $5, NOT $6, "
+        "CASE WHEN $6 THEN $7 END, CASE WHEN $6 THEN now() END, $8, $9, 0, now(), now(), $10, "
+        f"$11, $12, $13, $14, $15, $16) RETURNING {ENDPOINT_COLUMNS}",
+        id,
+        owner,
+        url,
+        {"taskIds": [task_id]},
+        secret,
+        ended,
+        TASK_ENDED,
+        task_cursor,
+        run_cursor,
+        allow_private,
+        task_id,
+        config_id,
+        token,
+        auth_scheme,
+        auth_credentials,
+        payload_format.value,
+    )
+    assert row is not None
+    return EndpointRecord.from_row(row)
+
+
+async def task_endpoint_counts(conn: Connection, owner: str, task_id: str) -> tuple[int, int]:
+    """The owner's live task-scoped endpoints, and its endpoints on `task_id` (live or not)."""
+    row = await conn.fetchrow(
+        "SELECT (SELECT count(*) FROM webhook_endpoints WHERE owner = $1 "
+        "AND task_id IS NOT NULL AND enabled) AS live, (SELECT count(*) FROM webhook_endpoints "
+        "WHERE task_id = $2 AND owner = $1) AS on_task",
+        owner,
+        task_id,
+    )
+    assert row is not None
+    return int(row["live"]), int(row["on_task"])
+
+
+async def task_endpoints(
+    conn: Connection,
+    task_id: str,
+    owner: str | None,
+    *,
+    config_id: str | None = None,
+    first: int = MAX_ENDPOINTS_PER_TASK,
+    after: str | None = None,
+    lock: bool = False,
+) -> list[EndpointRecord]:
+    """Endpoints scoped to `task_id`, by id after `after`: an owner's (everyone's for
+    `owner=None`), those named `config_id` if given."""
+    sql = (
+        f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE task_id = $1 "
+        "AND ($2::text IS NULL OR owner = $2) AND ($3::text IS NULL OR config_id = $3) "
+        "AND ($4::text IS NULL OR id > $4) ORDER BY id LIMIT $5"
+    )
+    rows = await conn.fetch(
+        sql + (" FOR UPDATE" if lock else ""), task_id, owner, config_id, after, first
     )
     return [EndpointRecord.from_row(r) for r in rows]
 
@@ -285,12 +413,18 @@ async def deliveries(
 # --- the delivery worker's statements --------------------------------------------------------
 
 
+# A task-scoped endpoint is due only when its own task has an event past its cursor, not
+# whenever any task does: the task's events are found by the log's (task_id, id) index.
 _DUE = f"""
     (w.lease_until IS NULL OR w.lease_until < now())
     AND (w.next_attempt_at IS NULL OR w.next_attempt_at <= now())
     AND (
       (w.enabled
-       AND ((w.task_filter IS NOT NULL AND w.task_cursor < {readable_through_sql("task")})
+       AND ((w.task_id IS NULL AND w.task_filter IS NOT NULL
+             AND w.task_cursor < {readable_through_sql("task")})
+         OR (w.task_id IS NOT NULL AND EXISTS (
+             SELECT 1 FROM task_events e WHERE e.task_id = w.task_id
+             AND e.id > w.task_cursor AND e.id <= {readable_through_sql("task")}))
          OR (w.run_filter IS NOT NULL AND w.run_cursor < {readable_through_sql("run")})))
       OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id
                  AND d.status = 'pending' AND d.kind <> 'event')
@@ -377,7 +511,15 @@ async def unchanged(db: Database, endpoint_id: str, holder: str, updated_at: dat
 
 
 async def any_endpoint(db: Database) -> bool:
-    return bool(await db.fetchval("SELECT EXISTS (SELECT 1 FROM webhook_endpoints)"))
+    """Whether any endpoint may have work: an owner's (a disabled one may still be pinged), or
+    a live task-scoped one (one that ended, or that failures disabled, gets nothing until it
+    is made again, which wakes the worker). Each side is read from its own partial index."""
+    return bool(
+        await db.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE task_id IS NULL) "
+            "OR EXISTS (SELECT 1 FROM webhook_endpoints WHERE task_id IS NOT NULL AND enabled)"
+        )
+    )
 
 
 async def next_due(db: Database) -> datetime | None:
@@ -445,6 +587,7 @@ class Outcome:
     disabled_reason: str | None = None
     task_acked: int | None = None
     run_acked: int | None = None
+    ended: bool = False  # a task-scoped endpoint's task's final event was acknowledged
 
 
 async def record(
@@ -459,7 +602,8 @@ async def record(
     `holder` still holds the lease (else nothing, LOST). If the owner changed the endpoint
     since `seen` (its `updated_at` when the turn read it), the attempts are kept in its history
     but count for nothing (CHANGED): its failures, next try and enabled state stay as the
-    change left them."""
+    change left them. A task-scoped endpoint whose task's final event was acknowledged
+    (`outcome.ended`) ends either way: no change brings the task back."""
     async with db.transaction() as conn:
         row = await conn.fetchrow(
             """
@@ -471,10 +615,13 @@ async def record(
                 failures = CASE WHEN updated_at = $8 THEN $4::int ELSE failures END,
                 next_attempt_at = CASE WHEN updated_at = $8 THEN $5::timestamptz
                     ELSE next_attempt_at END,
-                enabled = enabled AND NOT (updated_at = $8 AND $6::text IS NOT NULL),
-                disabled_reason = CASE WHEN updated_at = $8 AND enabled AND $6::text IS NOT NULL
+                enabled = enabled AND NOT (updated_at = $8 AND $6::text IS NOT NULL)
+                    AND NOT $11::bool,
+                disabled_reason = CASE WHEN $11::bool THEN $12::text
+                    WHEN updated_at = $8 AND enabled AND $6::text IS NOT NULL
                     THEN $6::text ELSE disabled_reason END,
-                disabled_at = CASE WHEN updated_at = $8 AND enabled AND $6::text IS NOT NULL
+                disabled_at = CASE WHEN enabled AND ($11::bool
+                    OR (updated_at = $8 AND $6::text IS NOT NULL))
                     THEN now() ELSE disabled_at END
             WHERE id = $1 AND lease_holder = $7 AND lease_until >= now()
             RETURNING updated_at = $8::timestamptz AS unchanged
@@ -489,6 +636,8 @@ async def record(
             seen,
             outcome.task_cursor if outcome.task_acked is None else outcome.task_acked,
             outcome.run_cursor if outcome.run_acked is None else outcome.run_acked,
+            outcome.ended,
+            TASK_ENDED,
         )
         if row is None:
             return Recorded.LOST

@@ -15,6 +15,12 @@ each turn, with no order promised between a task event and a run event. A messag
 before the one ahead of it in its log is acknowledged: a failing head holds its endpoint back
 (retried on `baton.webhooks.schedule`), never another endpoint.
 
+An endpoint scoped to one task (an A2A push notification config, `baton.services.
+task_webhooks`) is due only when its task has an event past its cursor, and ends (disabled
+for good, `TASK_ENDED`) once its task's final event is acknowledged. Its messages are written
+by the `formats.Format` of its payload format, one or more requests per event, with its token
+and authentication as headers (`formats`).
+
 Pings and redeliveries go first in a turn, in the order asked, then events. A failed attempt
 at any of them counts against the endpoint alike (it backs off on `schedule`, and is disabled
 after `max_attempts` in a row or at once on a 410) and ends the turn, so a turn makes at most
@@ -46,7 +52,7 @@ import socket
 import time
 from collections import Counter as Tally
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -60,8 +66,11 @@ from baton.engine.runner import Engine
 from baton.engine.sharing import SharedOutcomes
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.hub import EventHub
+from baton.live.logs import TASK_LOG
 from baton.metrics import REGISTRY
+from baton.protocol.handoff import HANDOFF
 from baton.services.context import Context
+from baton.services.task_webhooks import opened
 from baton.services.webhook_addresses import Policy, Refused, parse
 from baton.services.webhook_secrets import SecretBox, SecretUnavailable
 from baton.store import webhooks as store
@@ -73,9 +82,10 @@ from baton.store.webhooks import (
     DeliveryKind,
     DeliveryRecord,
     EndpointRecord,
+    PayloadFormat,
     Recorded,
 )
-from baton.webhooks import attempt, fairness, render, schedule, signing
+from baton.webhooks import attempt, fairness, formats, render, schedule, signing
 
 log = logging.getLogger("baton.webhooks")
 
@@ -124,6 +134,7 @@ class DeliveryWorker:
         hubs: tuple[EventHub[EventRecord], EventHub[RunEventRecord]],
         box: SecretBox,
         settings: WorkerSettings,
+        payload_formats: Mapping[PayloadFormat, formats.Format] | None = None,
     ) -> None:
         self.db = db
         self.engine = engine
@@ -131,6 +142,9 @@ class DeliveryWorker:
         self.hubs = hubs
         self.box = box
         self.settings = settings
+        # How endpoints of each format other than the standard one are written (from the
+        # doors that speak them; an endpoint of a format missing here fails to render).
+        self.formats = dict(payload_formats or {})
         # Identifies this process's leases; new on every start, so a restarted process never
         # mistakes a dead predecessor's lease for its own.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
@@ -339,12 +353,13 @@ class DeliveryWorker:
         try:
             parts = parse(endpoint.url, policy)
             secrets = self._secrets(endpoint)
+            own = self._own_headers(endpoint)
         except (Refused, SecretUnavailable) as exc:
             if not await self._unchanged(endpoint):
                 return None, started
             answer: attempt.Answer | None = attempt.Answer(False, None, None, str(exc), 0)
         else:
-            headers = signing.headers(secrets, message_id, int(time.time()), body)
+            headers = {**signing.headers(secrets, message_id, int(time.time()), body), **own}
             answer = await attempt.send(
                 self._http,
                 parts,
@@ -357,6 +372,44 @@ class DeliveryWorker:
         if answer is not None:
             ATTEMPTS.labels(outcome="delivered" if answer.delivered else "failed").inc()
         return answer, started
+
+    def _own_headers(self, endpoint: EndpointRecord) -> dict[str, str]:
+        """A task-scoped endpoint's token and authentication, as headers (`formats`)."""
+        if not endpoint.scoped:
+            return {}
+        token, credentials = opened(self.box, endpoint)
+        format = self.formats.get(endpoint.payload_format)
+        return formats.headers(format, token, endpoint.auth_scheme, credentials)
+
+    async def _send_all(
+        self, endpoint: EndpointRecord, message_id: str, bodies: list[bytes], deadline: float
+    ) -> _Sent | None:
+        """An event's bodies, one request each, in order, until one is not acknowledged (None
+        when the endpoint changed and nothing more was sent). After the first, a body goes
+        only with time left in the turn; when time runs short the event is not acknowledged
+        and the next turn sends it whole again, its first bodies with the same ids (it counts
+        as a failure only if it was its batch's first: then the receiver's slowness alone used
+        the time, and backing off is right)."""
+        started = datetime.now(UTC)
+        answer: attempt.Answer | None = None
+        spent = 0
+        for n, body in enumerate(bodies):
+            if n > 0 and not self._time_for_one(deadline):
+                error = f"the turn ran short of time after {n} of {len(bodies)} messages"
+                return _Sent(attempt.Answer(False, None, None, error, spent), started, short=True)
+            answer, at = await self._send(
+                endpoint, message_id if n == 0 else f"{message_id}_{n}", body
+            )
+            if n == 0:
+                started = at
+            if answer is None:
+                return None
+            spent += answer.duration_ms
+            if not answer.delivered:
+                break
+        if answer is not None:
+            answer = replace(answer, duration_ms=spent)
+        return _Sent(answer, started)
 
     async def _record(
         self, endpoint: EndpointRecord, done: list[Attempted], state: store.Outcome
@@ -457,6 +510,9 @@ class DeliveryWorker:
     async def _render_one(
         self, endpoint: EndpointRecord, context: Context, log_name: str, event_id: int
     ) -> bytes:
+        if endpoint.payload_format is not PayloadFormat.STANDARD:
+            # Redeliveries are asked for through the owners' endpoints only, which are standard.
+            raise render.RenderFailed("only a standard endpoint's messages are redelivered")
         variables = endpoint.task_filter if log_name == "task" else endpoint.run_filter
         if variables is None:
             raise render.RenderFailed(f"the endpoint no longer takes {log_name} events")
@@ -507,6 +563,57 @@ class DeliveryWorker:
             self._renders.popitem(last=False)
         return found
 
+    async def _bodies(
+        self,
+        context: Context,
+        endpoint: EndpointRecord,
+        log_name: str,
+        variables: dict[str, Any],
+        cursor: int,
+        ids: list[int],
+    ) -> tuple[list[list[bytes]], int | None]:
+        """The bodies of each of `ids` (the matching events right after `cursor`), and, for a
+        task-scoped endpoint, which of them is its task's final event (None: none is)."""
+        final: int | None = None
+        events = []
+        if endpoint.scoped or endpoint.payload_format is not PayloadFormat.STANDARD:
+            if log_name != "task":
+                raise render.RenderFailed(f"{endpoint.payload_format} endpoints take task events")
+            async with self.db.connection() as conn:
+                events = await TASK_LOG.by_ids(conn, ids)
+            if [e.id for e in events] != ids:
+                raise render.RenderFailed("the events to send were not all found")
+            final = next(
+                (
+                    e.id
+                    for e in events
+                    if endpoint.scoped
+                    and e.to_state is not None
+                    and HANDOFF.is_terminal(e.to_state)
+                ),
+                None,
+            )
+        if endpoint.payload_format is PayloadFormat.STANDARD:
+            rendered = await self._rendered(context, endpoint, log_name, variables, cursor, ids)
+            return [
+                [render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))]
+                for data in rendered
+            ], final
+        format = self.formats.get(endpoint.payload_format)
+        if format is None:
+            raise render.RenderFailed(f"this process writes no {endpoint.payload_format} messages")
+        try:
+            bodies = await asyncio.wait_for(
+                format.render(context, endpoint, events), self.settings.timeout
+            )
+        except TimeoutError:
+            raise render.RenderFailed(
+                f"no {endpoint.payload_format} message within {self.settings.timeout:g} s"
+            ) from None
+        if len(bodies) != len(ids):
+            raise render.RenderFailed(f"{len(bodies)} messages written for {len(ids)} events")
+        return bodies, final
+
     async def _events(
         self,
         endpoint: EndpointRecord,
@@ -556,11 +663,14 @@ class DeliveryWorker:
         done: list[Attempted] = []
         acknowledged = cursor  # the last event acknowledged (or the cursor)
         failure: attempt.Answer | None = None
-        rendered: list[dict[str, Any]] = []
+        bodies: list[list[bytes]] = []
+        final: int | None = None
         render_error: str | None = None
         if ids:
             try:
-                rendered = await self._rendered(context, endpoint, log_name, variables, cursor, ids)
+                bodies, final = await self._bodies(
+                    context, endpoint, log_name, variables, cursor, ids
+                )
             except render.RenderFailed as exc:
                 render_error = f"not rendered: {exc}"
         if render_error is not None:
@@ -578,44 +688,64 @@ class DeliveryWorker:
                     at=datetime.now(UTC),
                 )
             )
-        short = withdrawn = False
-        for event_id, data in zip(ids, rendered, strict=True):
+        short = withdrawn = ended = False
+        # Nothing is sent after a render failure (`bodies` is empty then): it is the failure.
+        for event_id, parts in zip(ids if render_error is None else [], bodies, strict=True):
             if not self._time_for_one(deadline):
                 short = True
                 break
             mid = message_id(endpoint.id, log_name, event_id)
-            body = render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))
-            answer, started = await self._send(endpoint, mid, body)
-            if answer is None:
+            sent = await self._send_all(endpoint, mid, parts, deadline)
+            if sent is None:
                 withdrawn = True
                 break
-            done.append(
-                Attempted(
-                    log=log_name,
-                    event_id=event_id,
-                    message_id=mid,
-                    delivered=answer.delivered,
-                    response_status=answer.status,
-                    response_body=answer.body,
-                    duration_ms=answer.duration_ms,
-                    error=answer.error,
-                    at=started,
-                )
-            )
-            if not answer.delivered:
-                failure = answer
+            if sent.short and acknowledged != cursor:
+                # Earlier events took the turn's time: no fault of the receiver's.
+                short = True
                 break
+            answer, started = sent.answer, sent.started
+            if answer is not None:  # None: the event had nothing to send
+                done.append(
+                    Attempted(
+                        log=log_name,
+                        event_id=event_id,
+                        message_id=mid,
+                        delivered=answer.delivered,
+                        response_status=answer.status,
+                        response_body=answer.body,
+                        duration_ms=answer.duration_ms,
+                        error=answer.error,
+                        at=started,
+                    )
+                )
+                if not answer.delivered:
+                    failure = answer
+                    break
             acknowledged = event_id
+            if event_id == final:
+                ended = True  # the task's last message: nothing follows it
+                break
         position = acknowledged
-        if failure is None and not short and not withdrawn and len(ids) < BATCH:
+        if failure is None and not (short or withdrawn or ended) and len(ids) < BATCH:
             position = through  # nothing else up to `through` is for this endpoint
         if log_name == "task":
-            state = replace(state, task_cursor=position, task_acked=acknowledged)
+            state = replace(state, task_cursor=position, task_acked=acknowledged, ended=ended)
         else:
             state = replace(state, run_cursor=position, run_acked=acknowledged)
-        delivered = any(a.delivered for a in done)
+        delivered = any(a.delivered for a in done) or acknowledged != cursor
         state = self._after(endpoint, state, delivered, failure)
-        return done, state, short or withdrawn or failure is not None
+        return done, state, short or withdrawn or ended or failure is not None
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What became of an event's bodies: the answer that decides (the last one, with the time
+    of all; None for an event with nothing to send), when the first began, and whether time
+    ran short before the last was sent (the answer then says so, as a failure)."""
+
+    answer: attempt.Answer | None
+    started: datetime
+    short: bool = False
 
 
 def _attempted(
