@@ -40,6 +40,7 @@ DOORS = {
     "mcp": ("baton.mcp",),
     "webhooks": ("baton.webhooks",),
     "board": ("baton.board",),
+    "a2a": ("baton.a2a",),
 }
 # The edge: wiring everything together, so it may import anything.
 WIRING = ("baton.app", "baton.cli", "baton.reference", "baton.workers")
