@@ -41,13 +41,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.store import migrate
 
-from .a2a_worker import Worker, allow_requesters
+from .a2a_worker import Step, Worker, allow_requesters, plan
 from .runs import table, token
 from .server import bench_database, start_server, stop_server
 
@@ -58,24 +61,106 @@ REQUESTER = "kit/client"
 LISTEN_TIMEOUT = 30.0
 
 # Given to the kit's pytest with `-p baton_bearer`: the kit has no setting for credentials.
-BEARER_PLUGIN = '''"""Adds Baton's bearer token to every request the kit sends to Baton's origin."""
+# With BATON_TCK_UNIQUE_IDS set it also makes each message id the kit sends unique: the kit
+# gives every message of one scenario the same id (`tck-complete-task-<run>`), and A2A lets an
+# agent take a repeated id for the same message (a retry), as Baton does: the same id to the
+# same agent is the same task. A counter after the kit's id keeps its prefix, which is all the
+# scenarios read; no test of the kit compares message ids.
+BEARER_PLUGIN = '''"""Adds Baton's bearer token to every request the kit sends to Baton's
+origin (and makes each message id unique, with BATON_TCK_UNIQUE_IDS)."""
+import itertools
+import json
 import os
 
 import httpx
 
 _TOKEN = os.environ["BATON_TCK_BEARER"]
 _ORIGIN = os.environ["BATON_TCK_ORIGIN"].rstrip("/") + "/"
+_UNIQUE = bool(os.environ.get("BATON_TCK_UNIQUE_IDS"))
+_COUNTER = itertools.count(1)
 _send = httpx.Client.send
 
 
+def _unique_message_id(request):
+    if request.method != "POST" or not request.content:
+        return request
+    try:
+        body = json.loads(request.content)
+    except ValueError:
+        return request
+    params = body.get("params") if isinstance(body, dict) and "jsonrpc" in body else body
+    message = params.get("message") if isinstance(params, dict) else None
+    given = message.get("messageId") if isinstance(message, dict) else None
+    if not isinstance(given, str) or not given.startswith(("tck-", "test-")):
+        return request
+    message["messageId"] = f"{given}-{next(_COUNTER)}"
+    headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+    return httpx.Request(
+        request.method, request.url, headers=headers, json=body, extensions=request.extensions
+    )
+
+
 def _with_token(self, request, **kwargs):
-    if str(request.url).startswith(_ORIGIN) and "authorization" not in request.headers:
-        request.headers["Authorization"] = f"Bearer {_TOKEN}"
+    if str(request.url).startswith(_ORIGIN):
+        if "authorization" not in request.headers:
+            request.headers["Authorization"] = f"Bearer {_TOKEN}"
+        if _UNIQUE:
+            request = _unique_message_id(request)
     return _send(self, request, **kwargs)
 
 
 httpx.Client.send = _with_token
 '''
+
+# The kit's streaming timeout (TCK_STREAMING_TIMEOUT, its default 2 s): its resubscription test
+# needs the task to stay working for twice that.
+KIT_STREAMING_TIMEOUT = float(os.environ.get("TCK_STREAMING_TIMEOUT") or 2.0)
+GET_TASK = {"jsonrpc": "2.0", "id": 1, "method": "GetTask"}
+
+
+class KitScenarios:
+    """The worker's plan for the kit's scenarios (its `scenarios/*.feature`), keyed, as the
+    kit's own agents are, on the id of the message that handed the task off. The worker reads
+    it from the task's history through A2A GetTask (GraphQL does not show A2A's ids), then:
+
+    - `test-resubscribe-message-id…`: accepts and starts the task, and returns its result only
+      after twice the kit's streaming timeout (the kit resubscribes meanwhile);
+    - `tck-input-required…`: accepts and starts it, then pauses it waiting on a person, so that
+      it stays open (WORKING) for the kit to cancel: Baton's INPUT_REQUIRED is the requester's
+      move (a REVIEW result to verify), which a plain-text message cannot ask for;
+    - anything else: the worker's usual plan (accept, start, a checkpoint, the result:
+      COMPLETED).
+
+    `tck-message-response` (an agent answering with a Message, not a Task) and
+    `tck-reject-task` (the agent refusing the work itself) have no counterpart: a broker always
+    answers a task, and only the receiving owner's gate refuses one.
+    """
+
+    def __init__(self, url: str, token: str, agent: str) -> None:
+        self.base = f"{url.rstrip('/')}/a2a/agents/{agent}"
+        self.headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+        self.seen: dict[str, str] = {}  # task id -> the message id that handed it off
+
+    async def message_id(self, task_id: str) -> str:
+        async with httpx.AsyncClient(headers=self.headers, timeout=30) as http:
+            call = {**GET_TASK, "params": {"id": task_id}}
+            answer = (await http.post(self.base, json=call)).json()
+        history = answer.get("result", {}).get("history") or []
+        first: dict[str, Any] = next((m for m in history if m.get("role") == "ROLE_USER"), {})
+        message_id = str(first.get("messageId", ""))
+        self.seen[task_id] = message_id
+        return message_id
+
+    async def __call__(self, task_id: str) -> Sequence[Step]:
+        message_id = await self.message_id(task_id)
+        steps = list(plan(task_id))
+        if message_id.startswith("test-resubscribe-message-id"):
+            last = steps[-1]
+            steps[-1] = Step(last.mutation, last.input_type, last.fields, 2 * KIT_STREAMING_TIMEOUT)
+        elif message_id.startswith("tck-input-required"):
+            pause = Step("pauseTask", "PauseTaskInput", {"waitingOn": "human"})
+            steps = [*steps[:2], pause]
+        return steps
 
 
 def say(line: str) -> None:
@@ -116,6 +201,7 @@ async def run_kit(
         "PYTHONPATH": str(plugin_dir),
         "BATON_TCK_BEARER": bearer,
         "BATON_TCK_ORIGIN": origin,
+        "BATON_TCK_UNIQUE_IDS": "" if args.kit_message_ids else "1",
     }
     say(" ".join(command[1:]))
     try:
@@ -142,6 +228,8 @@ def summary(report: Path) -> list[dict[str, Any]]:
 
 async def main_async(args: argparse.Namespace, folder: Path) -> int:
     python = ensure_kit(folder, args.source)
+    report = folder / "reports" / "compatibility.json"
+    report.unlink(missing_ok=True)  # an earlier run's, which a failed run would show
     database = args.database_url or os.environ.get("BATON_BENCH_DATABASE_URL")
     owner = args.agent.split("/")[0]
     async with bench_database(database, prefix="baton_a2a_tck") as (url, where):
@@ -156,7 +244,8 @@ async def main_async(args: argparse.Namespace, folder: Path) -> int:
             worker_token = await token(url, Principal(PrincipalKind.AGENT, args.agent))
             requester_token = await token(url, Principal(PrincipalKind.AGENT, REQUESTER))
             await allow_requesters(server.url, owner_token, REQUESTER.split("/")[0] + "/*")
-            worker = Worker(server.url, worker_token)
+            scenarios = KitScenarios(server.url, worker_token, args.agent)
+            worker = Worker(server.url, worker_token, plan=scenarios)
             working = asyncio.create_task(worker.run())
             await asyncio.wait_for(worker.listening.wait(), LISTEN_TIMEOUT)
             sut = f"{server.url}/a2a/agents/{args.agent}"
@@ -167,7 +256,6 @@ async def main_async(args: argparse.Namespace, folder: Path) -> int:
                 await asyncio.gather(working, return_exceptions=True)
         finally:
             stop_server(server)
-    report = folder / "reports" / "compatibility.json"
     rows = summary(report) if report.exists() else []
     if rows:
         print(table(rows))
@@ -188,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transport", default=None, help="the kit's filter, e.g. jsonrpc,http_json")
     p.add_argument("--database-url", default=None)
     p.add_argument("--agent", default="tck/worker", help="the agent under test, owner/agent")
+    p.add_argument(
+        "--kit-message-ids",
+        action="store_true",
+        help="send the kit's message ids as they are (repeated ids are one task)",
+    )
     p.add_argument("pytest_args", nargs="*", help="after --: passed to the kit's pytest")
     args = p.parse_args(argv)
     return asyncio.run(main_async(args, Path(args.tck).resolve()))

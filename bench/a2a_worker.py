@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,11 +53,17 @@ RESUME_AFTER_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class Step:
-    """One move: its mutation, its input type and what the input holds beside the task's id."""
+    """One move: its mutation, its input type, what the input holds beside the task's id, and
+    how long the worker waits before making it (work that takes time)."""
 
     mutation: str
     input_type: str
     fields: dict[str, Any] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+# What the worker does with a task, given its id: the steps, or a coroutine answering them.
+Plan = Callable[[str], Sequence[Step] | Awaitable[Sequence[Step]]]
 
 
 CHECKPOINT = {"progress": "Working on it", "nextSteps": ["return the result"]}
@@ -91,7 +98,7 @@ class Worker:
         url: str,
         token: str,
         *,
-        plan: Callable[[str], Sequence[Step]] = plan,
+        plan: Plan = plan,
         concurrency: int = 8,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
@@ -187,7 +194,12 @@ class Worker:
         state = "routed"
         try:
             async with self._slots:
-                for step in self.plan(task_id):
+                steps = self.plan(task_id)
+                if inspect.isawaitable(steps):
+                    steps = await steps
+                for step in steps:
+                    if step.delay:
+                        await asyncio.sleep(step.delay)
                     query = MOVE % {"input": step.input_type, "name": step.mutation}
                     variables = {"in": {"id": task_id, **step.fields}}
                     answer = (await graphql(http, query, variables))[step.mutation]

@@ -9,10 +9,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from bench.a2a_worker import Worker, allow_requesters
+from bench.a2a_worker import Step, Worker, allow_requesters, plan
 
 from baton.access.gate import GateDecision
-from baton.protocol.handoff import TaskState, Verification
+from baton.protocol.handoff import TaskState, Verification, WaitingOn
 from tests.conftest import LiveServer
 from tests.helpers import World
 from tests.proxy import DatabaseProxy
@@ -80,3 +80,27 @@ async def test_a_hand_off_routed_while_the_stream_was_cut_is_done_after_it_resum
             proxy.restore()
             await finished(worker, during.id)
     assert worker.done[during.id] == "completed"
+
+
+async def test_a_plan_given_as_a_coroutine_is_followed_step_by_step(
+    live_server: LiveServer, world: World
+) -> None:
+    """The conformance kit's plan reads each task before it answers its steps; here: accept,
+    start, then pause waiting on a person, after a delay."""
+    asked: list[str] = []
+
+    async def pause(task_id: str) -> list[Step]:
+        asked.append(task_id)
+        return [
+            *plan(task_id)[:2],
+            Step("pauseTask", "PauseTaskInput", {"waitingOn": "human"}, delay=0.1),
+        ]
+
+    token = await live_server.token(world.roles["assignee"])
+    async with running(Worker(live_server.url, token, plan=pause)) as worker:
+        task = await world.hand_off()
+        await finished(worker, task.id)
+    assert asked == [task.id]
+    assert worker.done == {task.id: "waiting"}
+    paused = await world.service.get(world.roles["assignee"], task.id)
+    assert (paused.state, paused.waiting_on) == (TaskState.waiting, WaitingOn.human)
