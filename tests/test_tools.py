@@ -11,6 +11,7 @@ import pytest
 from tests.tools import require
 
 ROOT = Path(__file__).resolve().parents[1]
+CI_PROGRAMS = {"chromium", "wrk", "npm", "redis-server", "pgbouncer"}
 
 
 def test_without_ci_a_missing_program_skips(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,7 +34,7 @@ def test_ci_installs_every_program_a_test_requires() -> None:
             needed |= set(re.findall(r'\b(?:require|missing)\(\s*"([\w-]+)"', path.read_text()))
     installed = re.search(r"^for program in ([\w -]+); do$", (ROOT / ".ci/run").read_text(), re.M)
     assert installed is not None
-    assert needed == set(installed.group(1).split()) == {"chromium", "wrk", "npm", "redis-server"}
+    assert needed == set(installed.group(1).split()) == CI_PROGRAMS
 
 
 def test_ci_exports_only_variables_a_test_reads() -> None:

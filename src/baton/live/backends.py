@@ -24,6 +24,7 @@ from broadcaster._backends.memory import MemoryBackend
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from baton.store.db import behind_pooler
 from baton.store.sql import quote_identifier, quote_literal
 
 log = logging.getLogger("baton.live")
@@ -33,12 +34,21 @@ BACKOFF_START = 0.1
 BACKOFF_MAX = 5.0
 
 
+class SessionNeeded(Exception):
+    """LISTEN was asked of a connection that goes through a connection pooler."""
+
+
 class PostgresBackend(BroadcastBackend):
     """LISTEN/NOTIFY on a dedicated connection; NOTIFY on a second one, one at a time.
 
     With `echo=False` a process does not hear its own publishes (PostgreSQL names the session
     that sent each notification): for a publisher that has already told its own readers, the
-    round through the broker would only wake them again."""
+    round through the broker would only wake them again.
+
+    Both connections must be sessions of their own, never a transaction pooler's: a LISTEN
+    made through one listens in whichever server session ran it, which then serves other
+    clients, and the publisher's session id (for `echo`) would be the pooler's, not the one
+    PostgreSQL names. Connecting through a pooler raises `SessionNeeded`."""
 
     def __init__(self, url: str, *, echo: bool = True) -> None:
         self._url = url
@@ -59,7 +69,20 @@ class PostgresBackend(BroadcastBackend):
         self._listen = await self._open_listener()
 
     async def _open_listener(self) -> asyncpg.Connection:
-        conn = await asyncpg.connect(self._url)
+        # No statement cache: nothing here takes parameters, and through a pooler a named
+        # statement would be left behind in a server session other clients get next.
+        conn = await asyncpg.connect(self._url, statement_cache_size=0)
+        try:
+            pooled = await behind_pooler(conn)
+        except BaseException:
+            conn.terminate()
+            raise
+        if pooled:
+            await conn.close()
+            raise SessionNeeded(
+                "LISTEN/NOTIFY needs a session of its own, and this PostgreSQL URL goes "
+                "through a connection pooler"
+            )
         conn.add_termination_listener(self._on_terminated)
         for channel in self._channels:
             await conn.add_listener(channel, self._on_notify)
@@ -75,8 +98,9 @@ class PostgresBackend(BroadcastBackend):
         while not self._closed:
             try:
                 self._listen = await self._open_listener()
-            except (OSError, asyncpg.PostgresError) as exc:
-                log.info("broadcast: PostgreSQL not back yet (%s); retrying in %.1fs", exc, delay)
+            except (OSError, asyncpg.PostgresError, SessionNeeded) as exc:
+                level = logging.ERROR if isinstance(exc, SessionNeeded) else logging.INFO
+                log.log(level, "broadcast: PostgreSQL not back (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
                 continue
@@ -113,7 +137,7 @@ class PostgresBackend(BroadcastBackend):
         sql = f"NOTIFY {quote_identifier(channel)}, {quote_literal(str(message))}"
         async with self._publish_lock:
             if self._publish is None or self._publish.is_closed():
-                self._publish = await asyncpg.connect(self._url)
+                self._publish = await asyncpg.connect(self._url, statement_cache_size=0)
                 self._publisher_pid = self._publish.get_server_pid()
             try:
                 await self._publish.execute(sql)

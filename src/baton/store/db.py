@@ -9,12 +9,22 @@ Connections come from Baton's own pool (`baton.store.pool`), which resets nothin
 checkouts (Baton sets no session state on them, and a connection handed back inside a
 transaction or mid-statement is terminated). JSONB arrives as Python objects via orjson, and a
 database that is down or saturated is `Unavailable` rather than a hang.
+
+Behind a transaction pooler (PgBouncer in `pool_mode = transaction`), a client's statements
+outside a transaction may each run in another server session, so nothing may rely on a
+session: `Database.connect` finds out whether it talks to a pooler (`behind_pooler`) and then
+prepares no named statements (asyncpg's unnamed ones are parsed and run in one message batch)
+and sends no startup settings (PgBouncer refuses them; the database's or role's own defaults
+apply). Everything else the store does already holds within one transaction or one statement:
+advisory locks are transaction-level, leases are rows, settings are `set_config(…, true)`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,6 +37,8 @@ from baton.budget import current_budget, spend
 from baton.errors import TooMuchWork, Unavailable
 from baton.metrics import DB_STATEMENTS
 from baton.store.pool import Pool
+
+log = logging.getLogger("baton.store")
 
 # Errors that mean "the database cannot answer now", not "this statement is wrong".
 UNREACHABLE = (
@@ -56,12 +68,61 @@ def libpq_url(url: str) -> str:
     return urlunsplit(parts._replace(scheme="postgresql"))
 
 
-def create_engine(url: str, *, pool_size: int = 2) -> AsyncEngine:
+def create_engine(url: str, *, pool_size: int = 2, pooled: bool = False) -> AsyncEngine:
     """A SQLAlchemy engine, for Alembic migrations (and tests that poke at raw SQL); off the
-    request path, so it may pre-ping its connections."""
+    request path, so it may pre-ping its connections.
+
+    `pooled`: `url` goes through a transaction pooler. SQLAlchemy's dialect prepares named
+    statements, and asyncpg numbers them from 1 on every connection, so a name left in a
+    pooled server session by an earlier client is taken ("prepared statement
+    __asyncpg_stmt_1__ already exists"); here every statement gets a name of its own and
+    nothing is cached across statements."""
+    connect_args: dict[str, Any] = {}
+    if pooled:
+        connect_args = {
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": _unique_statement_name,
+        }
     return create_async_engine(
-        sqlalchemy_url(url), pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+        sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args=connect_args,
     )
+
+
+def _unique_statement_name() -> str:
+    return f"__baton_{uuid.uuid4().hex}__"
+
+
+async def behind_pooler(conn: asyncpg.Connection) -> bool:
+    """Whether `conn` reaches PostgreSQL through a connection pooler. PostgreSQL's key for
+    cancelling (BackendKeyData, sent at start) carries its backend's process id; a pooler
+    (PgBouncer, and any pooler that moves a client between server sessions) hands its clients
+    keys of its own, so the two differ. `conn` must cache no statements (it may be pooled)."""
+    return bool(conn.get_server_pid() != await conn.fetchval("SELECT pg_backend_pid()"))
+
+
+async def database_identity(conn: asyncpg.Connection) -> str:
+    """Which database of which running server `conn` reaches: equal for two URLs to the same
+    one (one direct, one through a pooler, say), different otherwise."""
+    return str(
+        await conn.fetchval(
+            "SELECT pg_postmaster_start_time()::text || ' ' || oid::text "
+            "FROM pg_database WHERE datname = current_database()"
+        )
+    )
+
+
+async def probe_pooler(url: str, *, connect_timeout: float = 10.0) -> bool:
+    """`behind_pooler` on a connection of its own to `url`."""
+    conn = await asyncpg.connect(libpq_url(url), statement_cache_size=0, timeout=connect_timeout)
+    try:
+        return await behind_pooler(conn)
+    finally:
+        await conn.close()
 
 
 class MeteredConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped
@@ -108,9 +169,10 @@ def pool_share(total: int, processes: int) -> int:
 
 
 class Database:
-    def __init__(self, pool: Pool, *, acquire_timeout: float) -> None:
+    def __init__(self, pool: Pool, *, acquire_timeout: float, pooled: bool = False) -> None:
         self.pool = pool
         self.acquire_timeout = acquire_timeout
+        self.pooled = pooled  # through a transaction pooler: see the module's docstring
 
     @classmethod
     async def connect(
@@ -122,23 +184,34 @@ class Database:
         acquire_timeout: float = 2.0,
         connect_timeout: float = 10.0,
         statement_timeout: float = 10.0,
+        pooled: bool | None = None,
     ) -> Database:
         """A pool of `max_size` connections. Waiting longer than `acquire_timeout` for one (the
         database saturated) or failing to reach it is `Unavailable`; a statement running
-        longer than `statement_timeout` seconds is cancelled by PostgreSQL."""
+        longer than `statement_timeout` seconds is cancelled by PostgreSQL.
+
+        `pooled`: whether `url` goes through a transaction pooler (None: ask it, see
+        `behind_pooler`). Through one, statements are not cached and the settings below are
+        the database's own (a warning says so when it sets no statement timeout)."""
         dsn = libpq_url(url)
+        if pooled is None:
+            try:
+                pooled = await probe_pooler(dsn, connect_timeout=connect_timeout)
+            except UNREACHABLE as exc:
+                raise Unavailable(f"cannot reach the database: {exc}") from exc
+        settings = {
+            "statement_timeout": str(int(statement_timeout * 1000)),
+            # Short statements: JIT compiling one costs more (~10 ms) than it saves.
+            "jit": "off",
+        }
 
         async def connect() -> asyncpg.Connection:
             conn = await asyncpg.connect(
                 dsn,
                 connection_class=MeteredConnection,
-                statement_cache_size=512,
+                statement_cache_size=0 if pooled else 512,
                 timeout=connect_timeout,
-                server_settings={
-                    "statement_timeout": str(int(statement_timeout * 1000)),
-                    # Short statements: JIT compiling one costs more (~10 ms) than it saves.
-                    "jit": "off",
-                },
+                server_settings=None if pooled else settings,
             )
             try:
                 await _init(conn)
@@ -152,7 +225,17 @@ class Database:
             await pool.start()
         except UNREACHABLE as exc:
             raise Unavailable(f"cannot reach the database: {exc}") from exc
-        return cls(pool, acquire_timeout=acquire_timeout)
+        db = cls(pool, acquire_timeout=acquire_timeout, pooled=pooled)
+        if pooled and await db.fetchval("SELECT current_setting('statement_timeout')") == "0":
+            log.warning(
+                "the database is reached through a connection pooler, which passes on no "
+                "connection settings, and it sets no statement_timeout: a statement may run "
+                "without a time limit. Set one for Baton's role, e.g. ALTER ROLE %s SET "
+                "statement_timeout = '%ds' (and jit = off)",
+                await db.fetchval("SELECT quote_ident(current_user)"),
+                max(1, round(statement_timeout)),
+            )
+        return db
 
     async def close(self) -> None:
         await self.pool.close(grace=10)

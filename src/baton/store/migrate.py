@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from baton.store.db import Database, create_engine
+from baton.store.db import Database, create_engine, probe_pooler
 
 
 def migrations_dir() -> Path:
@@ -35,9 +35,16 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-async def upgrade_url(url: str) -> None:
-    """Bring the database at `url` to head (over a short-lived SQLAlchemy engine: Alembic's)."""
-    engine = create_engine(url)
+async def upgrade_url(url: str, *, pooled: bool | None = None) -> None:
+    """Bring the database at `url` to head (over a short-lived SQLAlchemy engine: Alembic's).
+
+    `pooled`: `url` goes through a transaction pooler (None: ask it). The upgrade runs in one
+    transaction, so one server session, which a pooler keeps for it; only the statement names
+    must be the engine's own (`create_engine`). A direct URL is still the better place for it:
+    a pooler's `query_timeout` or `idle_transaction_timeout` may cut a long migration short."""
+    if pooled is None:
+        pooled = await probe_pooler(url)
+    engine = create_engine(url, pooled=pooled)
     try:
         await upgrade(engine)
     finally:
