@@ -22,6 +22,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from baton.a2a.handler import BatonHandler
+from baton.a2a.http import A2ADoor
 from baton.access import tokens as api_tokens
 from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
@@ -37,6 +39,7 @@ from baton.mcp.http import MCPDoor
 from baton.metrics import HTTP_REQUESTS, QUEUED_BYTES, REGISTRY, count
 from baton.services.context import Context
 from baton.services.runs import RunService
+from baton.services.task_contexts import TaskContexts
 from baton.services.tasks import TaskService
 from baton.services.webhook_addresses import Policy
 from baton.services.webhook_secrets import SecretBox
@@ -60,6 +63,8 @@ log = logging.getLogger("baton")
 GRAPHQL = "/graphql"
 MCP = "/mcp"
 GRAPHQL_STREAM = "/graphql/stream"  # GraphQL over SSE whatever the Accept header says
+A2A = "/a2a"  # the A2A door, and Baton's agent card beside it
+AGENT_CARD = "/.well-known/agent-card.json"
 READYZ_UNAVAILABLE = "the database does not answer"
 COUNTED_PATHS = frozenset({GRAPHQL, GRAPHQL_STREAM, MCP, "/healthz", "/readyz", "/metrics"})
 
@@ -119,12 +124,14 @@ class Front:
         mcp: ASGIApp | None = None,
         *,
         sse: GraphQLSSE | None = None,
+        a2a: ASGIApp | None = None,
     ) -> None:
         self.http = http
         self.ws = ws
         self.rest = rest
         self.mcp = mcp
         self.sse = sse
+        self.a2a = a2a
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
 
@@ -142,7 +149,7 @@ class Front:
             ):
                 await Response(status_code=404)(scope, receive, send)
                 return
-            label = path if path in COUNTED_PATHS else "other"
+            label = path if path in COUNTED_PATHS else (A2A if _is_a2a(path) else "other")
 
             async def counted(message: Message) -> None:
                 if message["type"] == "http.response.start":
@@ -156,11 +163,17 @@ class Front:
                 path == GRAPHQL_STREAM or (path == GRAPHQL and _accepts_events(scope))
             ):
                 app = self.sse
+            if self.a2a is not None and _is_a2a(path):
+                app = self.a2a
             await app(scope, receive, counted)
         elif kind == "websocket" and scope["path"] == GRAPHQL:
             await self.ws(scope, receive, send)
         else:
             await self.rest(scope, receive, send)
+
+
+def _is_a2a(path: str) -> bool:
+    return path in (AGENT_CARD, A2A) or path.startswith(A2A + "/")
 
 
 def _accepts_events(scope: Scope) -> bool:
@@ -326,6 +339,15 @@ def create_app(
     def metered(app: ASGIApp, render: Render = graphql_envelope, effects: bool = False) -> ASGIApp:
         return Metered(app, ledger, tokens, render, effects=effects)
 
+    a2a = metered(
+        A2ADoor(
+            BatonHandler(context, lambda: TaskContexts(runtime["current"].db)),
+            tokens,
+            max_body_bytes=settings.max_body_bytes,
+        ),
+        jsonrpc_envelope,
+        effects=True,  # a message hands a task off or moves it
+    )
     stream_limits = StreamLimits(
         keep_alive=settings.sse_keep_alive_seconds,
         max_streams=settings.sse_max_streams,
@@ -341,4 +363,5 @@ def create_app(
         settings.metrics_address,
         metered(mcp, jsonrpc_envelope, effects=True),  # its tools may change something
         sse=GraphQLSSE(engine, tokens, context, stream_limits, ledger),
+        a2a=a2a,
     )

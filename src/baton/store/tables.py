@@ -137,6 +137,20 @@ class TaskEventRow(SQLModel, table=True):
     )
 
 
+class TaskContextRow(SQLModel, table=True):
+    """The A2A `contextId` a task was handed off in, and the `messageId` that handed it off
+    (migration 0014; see baton.store.task_contexts). A task without a row is its own context."""
+
+    __tablename__ = "a2a_task_contexts"
+    __table_args__ = (Index("a2a_task_contexts_context_idx", "context_id"),)
+
+    task_id: str = Field(
+        sa_column=Column(Text, ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True)
+    )
+    context_id: str = Field(sa_column=Column(Text, nullable=False))
+    message_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
 class ApiTokenRow(SQLModel, table=True):
     __tablename__ = "api_tokens"
 

@@ -495,6 +495,8 @@ class TaskQuery:
     waiting_on: Sequence[WaitingOn] = ()
     deliverable_types: Sequence[str] = ()
     updated_after: datetime | None = None
+    # The A2A context the task was handed off in (`baton.store.task_contexts`).
+    context_id: str | None = None
 
     def conditions(self, p: Params, table: str = "t") -> list[str]:
         out: list[str] = []
@@ -513,6 +515,11 @@ class TaskQuery:
         if self.updated_after is not None:
             when = storable_time(self.updated_after, "filter.updatedAfter")
             out.append(f"{table}.updated_at > {p(when)}")
+        if self.context_id is not None:
+            out.append(
+                "EXISTS (SELECT 1 FROM a2a_task_contexts c "
+                f"WHERE c.task_id = {table}.id AND c.context_id = {p(self.context_id)})"
+            )
         return out
 
 

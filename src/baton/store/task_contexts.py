@@ -1,0 +1,90 @@
+"""What the A2A door keeps and reads beside tasks: the A2A context each task was handed off
+in (`a2a_task_contexts`, migration 0014), and the newest events of tasks (their A2A history).
+
+Neither checks who asks: callers pass the ids of tasks the caller was shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from baton.store.db import Connection
+from baton.store.records import EventRecord
+from baton.store.sql import Params, text_array
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    context_id: str
+    message_id: str | None  # the A2A message that handed the task off, when kept
+
+
+async def keep(
+    conn: Connection, task_id: str, context_id: str, message_id: str | None
+) -> TaskContext:
+    """The task's context: the one given, or the one kept before (a repeated hand-off, whose
+    first context stays)."""
+    row = await conn.fetchrow(
+        """
+        WITH new AS (
+            INSERT INTO a2a_task_contexts (task_id, context_id, message_id)
+            VALUES ($1, $2, $3) ON CONFLICT (task_id) DO NOTHING
+            RETURNING context_id, message_id
+        )
+        SELECT context_id, message_id FROM new
+        UNION ALL
+        SELECT context_id, message_id FROM a2a_task_contexts WHERE task_id = $1
+        LIMIT 1
+        """,
+        task_id,
+        context_id,
+        message_id,
+    )
+    assert row is not None, "inserted, or there before"
+    return TaskContext(row["context_id"], row["message_id"])
+
+
+async def of(conn: Connection, task_ids: Sequence[str]) -> dict[str, TaskContext]:
+    """The kept contexts of these tasks (a task without one is not in the answer)."""
+    if not task_ids:
+        return {}
+    p = Params()
+    rows = await conn.fetch(
+        "SELECT task_id, context_id, message_id FROM a2a_task_contexts "
+        f"WHERE task_id = ANY({p.texts(task_ids)})",
+        *p.values,
+    )
+    return {r["task_id"]: TaskContext(r["context_id"], r["message_id"]) for r in rows}
+
+
+# The task at each event as `baton.store.tasks.EVENTS_WITH_TASKS` reads it, but for its packet
+# (no history entry needs it, and it is the task's largest column): the records' `packet` is
+# None.
+_NEWEST = """
+SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_name,
+    e.from_state AS event_from, e.actor AS event_actor, e.reason AS event_reason,
+    t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee,
+    NULL::jsonb AS packet, e.result, e.latest_checkpoint, t.verification, e.version,
+    t.input_digest, t.created_at, e.at AS updated_at
+FROM unnest($1::text::text[]) AS wanted(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM task_events WHERE task_id = wanted.id ORDER BY id DESC LIMIT $2
+) AS e
+JOIN tasks t ON t.id = e.task_id
+ORDER BY e.task_id, e.id
+"""
+
+
+async def newest_events(
+    conn: Connection, task_ids: Sequence[str], count: int
+) -> dict[str, list[EventRecord]]:
+    """Each task's newest `count` events, oldest first, in one query (the task at each event
+    without its packet)."""
+    found: dict[str, list[EventRecord]] = {task_id: [] for task_id in task_ids}
+    if not task_ids or count <= 0:
+        return found
+    for row in await conn.fetch(_NEWEST, text_array(list(found)), count):
+        event = EventRecord.from_row(row)
+        found[event.task_id].append(event)
+    return found
