@@ -26,24 +26,40 @@ A push notification config is a webhook endpoint scoped to one task
   <credentials>` when both are given, and the Standard Webhooks `webhook-id` (the same for every
   attempt at one message: a receiver drops repeats by it).
 
+- **Bodies.** One request per A2A update: each of a task's events makes the updates a stream
+  of the task gives for it (`mapping.updates_of`: a returned result's artifact updates, then a
+  status update), each posted as a `StreamResponse` in A2A's JSON (camelCase, as the SDK's own
+  sender posts them), with the task's A2A context id (its own id for a task handed off through
+  another door). `render` writes them; the app hands it to the worker as the `a2a` format.
+
 Refusals are Baton's errors (`InvalidInput`, `NotFound`, `Forbidden`), for the door to map.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import orjson
 from a2a.types.a2a_pb2 import (
     AuthenticationInfo,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
+    StreamResponse,
     TaskPushNotificationConfig,
 )
 
+# protobuf ships no types for json_format; MessageToDict's answer is a JSON object.
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+from baton.a2a import mapping
 from baton.errors import InvalidInput, Unavailable
 from baton.services.context import Context
+from baton.services.task_contexts import TaskContext, TaskContexts
 from baton.services.task_webhooks import Authentication
 from baton.services.webhooks import WebhookService
+from baton.store.records import EventRecord
 from baton.store.webhooks import MAX_ENDPOINTS_PER_TASK, EndpointRecord, PayloadFormat
 
 # Where a request carries the config's token (the header the SDK's own sender uses).
@@ -131,3 +147,30 @@ async def delete_config(context: Context, request: DeleteTaskPushNotificationCon
     deleted; one that is not there is no error (a delete retried answers as the first did)."""
     task_id = _task_id(request.task_id)
     await _service(context).delete_for_task(context.principal, task_id, request.id or task_id)
+
+
+# --- the bodies -----------------------------------------------------------------------------
+
+
+async def render(
+    context: Context, endpoint: EndpointRecord, events: Sequence[EventRecord]
+) -> list[list[bytes]]:
+    """The bodies of each of `events` (one task's, in order) for a config: its updates as
+    `StreamResponse`s, what a stream of the task gives for the same events. The context is
+    the config owner's; the events are ones it may see (the worker read them for it)."""
+    kept = await TaskContexts(context.service.db).of(list({e.task_id for e in events}))
+    return [
+        [body(update) for update in mapping.updates_of(event, context_id(event.task_id, kept))]
+        for event in events
+    ]
+
+
+def context_id(task_id: str, kept: Mapping[str, TaskContext]) -> str:
+    """A task's A2A context id: the one it was handed off in, else its own id."""
+    found = kept.get(task_id)
+    return found.context_id if found is not None else task_id
+
+
+def body(update: StreamResponse) -> bytes:
+    """An update as A2A's JSON, as the SDK's own push sender posts it."""
+    return orjson.dumps(MessageToDict(update))
