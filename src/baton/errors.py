@@ -158,3 +158,29 @@ class TooMuchWork(BatonError):
 
     code = "too_expensive"
     request_wide = True
+
+
+class CursorExpired(BatonError):
+    """A stream was asked to start (or resume) after an event older than what its log keeps:
+    finished work was removed after that cursor (`BATON_RETENTION`), so a replay from it would
+    skip those events without saying so. `oldest` is the oldest cursor still valid.
+
+    A stream's error, never a mutation's: no result union holds it (`type_name` is None). The
+    GraphQL door answers it as an error with `extensions` {code, log, oldestCursor} (graphql-core
+    takes an error's `extensions` from the exception it wraps)."""
+
+    code = "cursor_expired"
+
+    def __init__(self, log: str, cursor: int, oldest: int) -> None:
+        super().__init__(
+            f"events of the {log} log up to {oldest} were removed with finished work "
+            f"(retention): a stream after {cursor} would skip them; read what you show again "
+            f"and start after a current cursor (streamCursors), or after {oldest} at the oldest"
+        )
+        self.log = log
+        self.cursor = cursor
+        self.oldest = oldest
+        self.extensions = {"log": log, "oldestCursor": str(oldest)}
+
+    def fields(self) -> dict[str, object]:
+        return {"log": self.log, "cursor": str(self.cursor), "oldest_cursor": str(self.oldest)}

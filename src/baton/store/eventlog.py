@@ -26,6 +26,11 @@ horizon (`Task.events`), and show a write as soon as it commits.
 
 Events written before migration 0009 keep their ids (1, 2, … in commit order), all below the
 first id it draws; old cursors stay valid.
+
+The floor: retention removes finished work with its events (`baton.store.retention`); every
+removed event's id is at most its log's floor, which only rises. A cursor below the floor may
+have removed events after it. The newest id a reader may pass is never below the floor: an
+empty log whose events were all removed still starts new readers above them.
 """
 
 from __future__ import annotations
@@ -56,10 +61,28 @@ READABLE_BELOW = (
 )
 
 
+# One row per log: its floor (migration 0015).
+FLOORS = "retention_floors"
+
+
+def floor_sql(table: str) -> str:
+    """SQL for the floor of event log `table` (0 when nothing was ever removed from it)."""
+    return f"coalesce((SELECT floor FROM {FLOORS} WHERE log = '{table}'), 0)"
+
+
+async def floor(conn: Connection, table: str) -> int:
+    """Every event removed from log `table` has an id at most this."""
+    return int(await conn.fetchval(f"SELECT {floor_sql(table)}"))
+
+
 def newest_readable_sql(table: str) -> str:
-    """SQL for the newest id in event log `table` that a reader may pass (0 if none): every
-    event up to it is committed, and none that commits later will have a smaller id."""
-    return f"(SELECT coalesce(max(id), 0) FROM {table} WHERE id < {READABLE_BELOW})"
+    """SQL for the newest id in event log `table` that a reader may pass (its floor, 0, if
+    none): every event up to it is committed, and none that commits later will have a smaller
+    id. (A removed event's transaction ended long before: its id is below the horizon.)"""
+    return (
+        f"(SELECT greatest(coalesce(max(id), 0), {floor_sql(table)}) FROM {table} "
+        f"WHERE id < {READABLE_BELOW})"
+    )
 
 
 async def newest_readable(conn: Connection, table: str) -> int:

@@ -20,6 +20,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlmodel import Field, SQLModel
 
+from baton.protocol.handoff import HANDOFF
+from baton.protocol.machine import Machine
+from baton.protocol.pipeline import PIPELINE
+
 
 def _ts(**kw: Any) -> Any:
     return Field(sa_column=Column(DateTime(timezone=True), nullable=False, **kw))
@@ -36,6 +40,12 @@ _EVENT_ID = text("baton_event_id()")
 _RECENT = (text("updated_at DESC"), text("id DESC"))
 # An owner sees its own hand-offs through the requester side; its assignee side is these.
 _CROSS = text("assignee_owner <> requester_owner")
+
+
+def _finished(column: str, machine: Machine[Any, Any, Any]) -> Any:
+    """Rows in a terminal state of `machine`: what retention removes, oldest first (0015)."""
+    values = ", ".join(f"'{info.state.value}'" for info in machine.states if info.terminal)
+    return text(f"{column} IN ({values})")
 
 
 class TaskRow(SQLModel, table=True):
@@ -70,6 +80,12 @@ class TaskRow(SQLModel, table=True):
             "depends_on",
             postgresql_using="gin",
             postgresql_with={"fastupdate": "off"},
+        ),
+        Index(
+            "tasks_finished_idx",
+            "updated_at",
+            "id",
+            postgresql_where=_finished("state", HANDOFF),
         ),
     )
 
@@ -189,6 +205,12 @@ class RunRow(SQLModel, table=True):
             "created_at",
             "id",
             postgresql_where=text("status IN ('backlog', 'waiting_for_agent')"),
+        ),
+        Index(
+            "runs_finished_idx",
+            "updated_at",
+            "id",
+            postgresql_where=_finished("status", PIPELINE),
         ),
     )
 
@@ -343,6 +365,13 @@ class WebhookDeliveryRow(SQLModel, table=True):
             unique=True,
             postgresql_where=text("kind = 'event'"),
         ),
+        # The deliveries of events retention removes (0015).
+        Index(
+            "webhook_deliveries_log_event_idx",
+            "log",
+            "event_id",
+            postgresql_where=text("kind = 'event'"),
+        ),
         Index(
             "webhook_deliveries_manual_idx",
             "endpoint_id",
@@ -372,3 +401,28 @@ class WebhookDeliveryRow(SQLModel, table=True):
     created_at: datetime = _ts()
     updated_at: datetime = _ts()
     delivered_at: datetime | None = _optional_ts()
+
+
+# --- retention (baton.store.retention) --------------------------------------------------------
+
+
+class RetentionFloorRow(SQLModel, table=True):
+    """An event log's floor: every event removed from it has an id at most `floor`."""
+
+    __tablename__ = "retention_floors"
+
+    log: str = Field(sa_column=Column(Text, primary_key=True))  # task_events | run_events
+    floor: int = Field(sa_column=Column(BigInteger, nullable=False))
+    removed_subjects: int = Field(sa_column=Column(BigInteger, nullable=False))
+    removed_events: int = Field(sa_column=Column(BigInteger, nullable=False))
+    swept_at: datetime | None = _optional_ts()
+
+
+class RetentionSweeperRow(SQLModel, table=True):
+    """One row: the process sweeping now, and until when its lease holds."""
+
+    __tablename__ = "retention_sweeper"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    holder: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    held_until: datetime | None = _optional_ts()
