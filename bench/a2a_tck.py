@@ -2,7 +2,8 @@
 worker attached that does the tasks handed to it.
 
     scripts/a2a-tck [--tck DIR] [--from GIT] [--level must] [--transport jsonrpc,http_json]
-                    [--database-url URL] [--agent tck/worker] [-- PYTEST_ARGS...]
+                    [--review] [--kit-message-ids] [--database-url URL] [--agent tck/worker]
+                    [-- PYTEST_ARGS...]
 
 What it does, in order:
 
@@ -19,16 +20,19 @@ What it does, in order:
 3. Tokens: the kit acts as `kit/client` (the requester); the agent under test is `--agent`
    (`tck/worker`), and its owner (`tck`) lets `kit/*` through its gate (an ALLOW rule), so the
    kit's hand-offs are routed to the worker, not held for approval.
-4. The worker (`bench.a2a_worker`, in this process) follows its routed tasks and accepts,
-   starts, checkpoints and finishes each one.
+4. The worker (`bench.a2a_worker`, in this process) follows its routed tasks and acts out the
+   kit's scenarios, keyed on the message id that handed each task off (`KitScenarios`): most
+   it accepts, starts, checkpoints and finishes.
 5. The kit: `run_tck.py --sut-host <server>/a2a/agents/<agent> --level <level>`, from its own
    folder. The kit has no option for credentials, so a pytest plugin given to it with `-p`
    adds `Authorization: Bearer <kit/client's token>` to every request its HTTP client sends
-   to Baton's origin (cards are public; every other call needs the token).
+   to Baton's origin. The same plugin makes each message id the kit sends unique (unless
+   `--kit-message-ids`), and with `--review` says the kit's input-required scenario in
+   Baton's words (see `BEARER_PLUGIN`).
 
 The kit's own output streams through; its reports stay in `<tck>/reports/`
 (compatibility.json and .html, junitreport.xml). At the end a table lists each requirement the
-kit recorded, with its result per transport. The exit status is the kit's.
+kit recorded, with its status and a failure's first error. The exit status is the kit's.
 """
 
 from __future__ import annotations
@@ -61,13 +65,18 @@ REQUESTER = "kit/client"
 LISTEN_TIMEOUT = 30.0
 
 # Given to the kit's pytest with `-p baton_bearer`: the kit has no setting for credentials.
-# With BATON_TCK_UNIQUE_IDS set it also makes each message id the kit sends unique: the kit
-# gives every message of one scenario the same id (`tck-complete-task-<run>`), and A2A lets an
-# agent take a repeated id for the same message (a retry), as Baton does: the same id to the
-# same agent is the same task. A counter after the kit's id keeps its prefix, which is all the
-# scenarios read; no test of the kit compares message ids.
+# It also changes, each when asked, the messages the kit sends to Baton (and only those):
+# - BATON_TCK_UNIQUE_IDS: a counter after each message id. The kit gives every message of one
+#   scenario the same id (`tck-complete-task-<run>`), and A2A lets an agent take a repeated id
+#   for the same message (a retry), as Baton does: the same id to the same agent is the same
+#   task. The counter keeps the kit's prefix, which is all the scenarios read; no test of the
+#   kit compares message ids.
+# - BATON_TCK_REVIEW: the kit's input-required scenario in Baton's words, where the requester
+#   says what it wants: a new `tck-input-required` message hands off with REVIEW verification
+#   (the returned result waits for the requester's verdict: INPUT_REQUIRED), and a
+#   `tck-complete-task` message to an existing task names its verdict, `completeTask`.
 BEARER_PLUGIN = '''"""Adds Baton's bearer token to every request the kit sends to Baton's
-origin (and makes each message id unique, with BATON_TCK_UNIQUE_IDS)."""
+origin; with BATON_TCK_UNIQUE_IDS or BATON_TCK_REVIEW, changes its messages (bench/a2a_tck.py)."""
 import itertools
 import json
 import os
@@ -77,11 +86,16 @@ import httpx
 _TOKEN = os.environ["BATON_TCK_BEARER"]
 _ORIGIN = os.environ["BATON_TCK_ORIGIN"].rstrip("/") + "/"
 _UNIQUE = bool(os.environ.get("BATON_TCK_UNIQUE_IDS"))
+_REVIEW = bool(os.environ.get("BATON_TCK_REVIEW"))
 _COUNTER = itertools.count(1)
 _send = httpx.Client.send
 
 
-def _unique_message_id(request):
+def _data(message, value):
+    message.setdefault("parts", []).append({"data": value, "mediaType": "application/json"})
+
+
+def _changed(request):
     if request.method != "POST" or not request.content:
         return request
     try:
@@ -93,7 +107,12 @@ def _unique_message_id(request):
     given = message.get("messageId") if isinstance(message, dict) else None
     if not isinstance(given, str) or not given.startswith(("tck-", "test-")):
         return request
-    message["messageId"] = f"{given}-{next(_COUNTER)}"
+    if _REVIEW and given.startswith("tck-input-required") and not message.get("taskId"):
+        _data(message, {"verification": "REVIEW"})
+    elif _REVIEW and given.startswith("tck-complete-task") and message.get("taskId"):
+        _data(message, {"move": "completeTask"})
+    if _UNIQUE:
+        message["messageId"] = f"{given}-{next(_COUNTER)}"
     headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
     return httpx.Request(
         request.method, request.url, headers=headers, json=body, extensions=request.extensions
@@ -104,8 +123,8 @@ def _with_token(self, request, **kwargs):
     if str(request.url).startswith(_ORIGIN):
         if "authorization" not in request.headers:
             request.headers["Authorization"] = f"Bearer {_TOKEN}"
-        if _UNIQUE:
-            request = _unique_message_id(request)
+        if _UNIQUE or _REVIEW:
+            request = _changed(request)
     return _send(self, request, **kwargs)
 
 
@@ -116,6 +135,15 @@ httpx.Client.send = _with_token
 # needs the task to stay working for twice that.
 KIT_STREAMING_TIMEOUT = float(os.environ.get("TCK_STREAMING_TIMEOUT") or 2.0)
 GET_TASK = {"jsonrpc": "2.0", "id": 1, "method": "GetTask"}
+# The text a scenario's agent answers with (the kit checks it): the result's summary, which is
+# the text of Baton's `result` artifact.
+SUMMARIES = {
+    "tck-artifact-text": "Generated text content",
+    "tck-stream-001": "Stream hello from TCK",
+    "tck-stream-003": "Stream task lifecycle",
+    "tck-stream-ordering-001": "Ordered output",
+    "tck-stream-artifact-text": "Streamed text content",
+}
 
 
 class KitScenarios:
@@ -125,20 +153,24 @@ class KitScenarios:
 
     - `test-resubscribe-message-id…`: accepts and starts the task, and returns its result only
       after twice the kit's streaming timeout (the kit resubscribes meanwhile);
-    - `tck-input-required…`: accepts and starts it, then pauses it waiting on a person, so that
-      it stays open (WORKING) for the kit to cancel: Baton's INPUT_REQUIRED is the requester's
-      move (a REVIEW result to verify), which a plain-text message cannot ask for;
-    - anything else: the worker's usual plan (accept, start, a checkpoint, the result:
-      COMPLETED).
+    - `tck-input-required…` without `review`: accepts and starts it, then pauses it waiting on
+      a person, so that it stays open (WORKING): Baton's INPUT_REQUIRED is the requester's
+      move (a REVIEW result to verify), which a plain-text message does not ask for. With
+      `review` (the runner hands it off with REVIEW), the usual plan: the result then waits
+      for the kit's verdict;
+    - anything else: the worker's usual plan (accept, start, a checkpoint, the result: with
+      AUTO verification, COMPLETED), the result's summary the text the scenario names, if any.
 
-    `tck-message-response` (an agent answering with a Message, not a Task) and
-    `tck-reject-task` (the agent refusing the work itself) have no counterpart: a broker always
-    answers a task, and only the receiving owner's gate refuses one.
+    `tck-message-response` (an agent answering with a Message, not a Task), `tck-reject-task`
+    (the agent refusing the work itself) and artifacts of the agent's own making (a file, a
+    data part of its choosing) have no counterpart: a broker always answers a task, only the
+    receiving owner's gate refuses one, and a task's artifact is its result, one shape for all.
     """
 
-    def __init__(self, url: str, token: str, agent: str) -> None:
+    def __init__(self, url: str, token: str, agent: str, *, review: bool = False) -> None:
         self.base = f"{url.rstrip('/')}/a2a/agents/{agent}"
         self.headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+        self.review = review
         self.seen: dict[str, str] = {}  # task id -> the message id that handed it off
 
     async def message_id(self, task_id: str) -> str:
@@ -154,10 +186,14 @@ class KitScenarios:
     async def __call__(self, task_id: str) -> Sequence[Step]:
         message_id = await self.message_id(task_id)
         steps = list(plan(task_id))
+        last = steps[-1]
+        summary = next((t for p, t in SUMMARIES.items() if message_id.startswith(p)), None)
+        if summary is not None:
+            result = {**last.fields["result"], "summary": summary}
+            steps[-1] = last = Step(last.mutation, last.input_type, {"result": result})
         if message_id.startswith("test-resubscribe-message-id"):
-            last = steps[-1]
             steps[-1] = Step(last.mutation, last.input_type, last.fields, 2 * KIT_STREAMING_TIMEOUT)
-        elif message_id.startswith("tck-input-required"):
+        elif message_id.startswith("tck-input-required") and not self.review:
             pause = Step("pauseTask", "PauseTaskInput", {"waitingOn": "human"})
             steps = [*steps[:2], pause]
         return steps
@@ -202,6 +238,7 @@ async def run_kit(
         "BATON_TCK_BEARER": bearer,
         "BATON_TCK_ORIGIN": origin,
         "BATON_TCK_UNIQUE_IDS": "" if args.kit_message_ids else "1",
+        "BATON_TCK_REVIEW": "1" if args.review else "",
     }
     say(" ".join(command[1:]))
     try:
@@ -212,17 +249,24 @@ async def run_kit(
 
 
 def summary(report: Path) -> list[dict[str, Any]]:
-    """One row per requirement the kit recorded: its level, status and result per transport."""
+    """One row per requirement the kit recorded: its level, its status, and the first error
+    of a failed one. (The kit's per-transport results keep only each transport's last test of
+    a requirement, so they are left to its own summary, which names a failure's transports.)"""
     data = json.loads(report.read_text())
     rows = []
     for req_id, req in sorted(data["per_requirement"].items()):
         if req["status"] in ("NOT TESTED", "NOT_TESTED"):
             continue
-        row: dict[str, Any] = {"requirement": req_id, "level": req["level"]}
-        row["status"] = req["status"]
-        for transport in ("jsonrpc", "http_json", "grpc"):
-            row[transport] = req["transports"].get(transport, "-")
-        rows.append(row)
+        errors = req.get("errors") or [""]
+        first = " ".join(str(errors[0]).split())
+        rows.append(
+            {
+                "requirement": req_id,
+                "level": req["level"],
+                "status": req["status"],
+                "first error": first if len(first) <= 100 else first[:99] + "…",
+            }
+        )
     return rows
 
 
@@ -244,7 +288,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> int:
             worker_token = await token(url, Principal(PrincipalKind.AGENT, args.agent))
             requester_token = await token(url, Principal(PrincipalKind.AGENT, REQUESTER))
             await allow_requesters(server.url, owner_token, REQUESTER.split("/")[0] + "/*")
-            scenarios = KitScenarios(server.url, worker_token, args.agent)
+            scenarios = KitScenarios(server.url, worker_token, args.agent, review=args.review)
             worker = Worker(server.url, worker_token, plan=scenarios)
             working = asyncio.create_task(worker.run())
             await asyncio.wait_for(worker.listening.wait(), LISTEN_TIMEOUT)
@@ -280,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         "--kit-message-ids",
         action="store_true",
         help="send the kit's message ids as they are (repeated ids are one task)",
+    )
+    p.add_argument(
+        "--review",
+        action="store_true",
+        help="hand off the kit's input-required tasks with REVIEW verification, and its "
+        "'complete' replies as completeTask",
     )
     p.add_argument("pytest_args", nargs="*", help="after --: passed to the kit's pytest")
     args = p.parse_args(argv)
