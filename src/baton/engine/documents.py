@@ -50,6 +50,7 @@ from strawberry.extensions.query_depth_limiter import create_validator as depth_
 
 from baton.engine.limits import Limits
 from baton.storable import unstorable
+from baton.telemetry.spans import span
 
 T = TypeVar("T")
 
@@ -210,18 +211,20 @@ def _parse_and_validate(
     schema: GraphQLSchema, limits: Limits, rules: tuple[type[ASTValidationRule], ...], text: str
 ) -> Prepared:
     try:
-        document = parse(text, max_tokens=limits.max_tokens)
+        with span("graphql.parse"):
+            document = parse(text, max_tokens=limits.max_tokens)
     except GraphQLError as error:
         return Prepared(text, None, (_coded(error),))
     except RecursionError:
         return Prepared(text, None, (_too_deep(limits),))
-    problem = _shape_problem(document, limits)
-    if problem is not None:
-        return Prepared(text, document, (refusal(problem),))
     try:
-        errors = validate(schema, document, rules)
+        with span("graphql.validate"):
+            problem = _shape_problem(document, limits)
+            errors = [] if problem is not None else validate(schema, document, rules)
     except RecursionError:
         return Prepared(text, document, (_too_deep(limits),))
+    if problem is not None:
+        return Prepared(text, document, (refusal(problem),))
     if errors:
         return Prepared(text, document, tuple(_coded(e) for e in errors))
     operations: dict[str | None, OperationDefinitionNode] = {}

@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from graphql import (
@@ -48,6 +48,11 @@ from baton.engine.limits import Limits
 from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
 from baton.engine.sharing import SharedOutcomes, share_key
 from baton.engine.variables import Coercer
+from baton.telemetry.requests import note_operation
+from baton.telemetry.spans import span
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger("baton.engine")
 
@@ -239,12 +244,21 @@ class Engine:
                     "Server-Sent Events (Accept: text/event-stream)"
                 )
             )
+        name = _noted(ready.operation)
         if ready.plan is None or ready.compiler is None:
-            return await self._on_graphql_core(ready, request, context)
+            with span("graphql.execute") as traced:
+                if traced is not None:
+                    _describe(traced, kind, name)
+                return await self._on_graphql_core(ready, request, context)
         run = Run(ready.compiler, context, ready.variables, self.limits.max_response_bytes)
         limits = self.limits
         try:
-            with request_budget(limits.max_rows, limits.max_loaded_bytes):
+            with (
+                span("graphql.execute") as traced,
+                request_budget(limits.max_rows, limits.max_loaded_bytes),
+            ):
+                if traced is not None:
+                    _describe(traced, kind, name)
                 async with asyncio.timeout(limits.max_seconds):
                     data = await root(run, ready.plan, serial=kind is OperationType.MUTATION)
                     errors = run.errors
@@ -344,6 +358,7 @@ class Engine:
             return ready
         if ready.operation.operation is not OperationType.SUBSCRIPTION:
             return refused(refusal("this operation is not a subscription"))
+        _noted(ready.operation)
         if ready.plan is None or ready.compiler is None or len(ready.plan.fields) != 1:
             return refused(refusal("a subscription selects exactly one field"))
         field = ready.plan.fields[0]
@@ -397,6 +412,19 @@ async def _complete(limits: Limits, run: Run, field: FieldPlan, item: Any) -> Ou
     except ResponseTooLarge:
         return _too_large(limits.max_response_bytes, OperationType.SUBSCRIPTION, [])
     return Outcome(data, formatted(errors))
+
+
+def _noted(operation: OperationDefinitionNode) -> str | None:
+    """The operation's name, noted as the request's (`baton.telemetry`); unnamed, its kind."""
+    name = operation.name.value if operation.name else None
+    note_operation(name or operation.operation.value)
+    return name
+
+
+def _describe(traced: Span, kind: OperationType, name: str | None) -> None:
+    traced.set_attribute("graphql.operation.type", kind.value)
+    if name is not None:
+        traced.set_attribute("graphql.operation.name", name)
 
 
 def _too_large(limit: int, kind: OperationType, ran: list[str]) -> Outcome:

@@ -23,6 +23,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from contextvars import Context
 from typing import Any
 
 import anyio
@@ -53,6 +54,7 @@ from baton.mcp.sessions import (
     TooManySessions,
 )
 from baton.metrics import REGISTRY
+from baton.telemetry import requests
 
 log = logging.getLogger("baton.mcp")
 
@@ -135,6 +137,17 @@ class _Answer:
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+async def _resume(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Handle a message in the request it came with (its log lines' request id, its trace):
+    the SDK runs a session's handlers in the session's own task, which began with another
+    request. The request's operation is the message's method, or the tool it calls."""
+    scope = getattr(ctx.request, "scope", None)
+    with requests.resumed(scope):
+        name = ctx.params.get("name") if ctx.method == "tools/call" and ctx.params else None
+        requests.note_operation(name if isinstance(name, str) else ctx.method)
+        return await call_next(ctx)
+
+
 class MCPDoor:
     """The ASGI app at `/mcp`, with its lifespan (`run`)."""
 
@@ -153,6 +166,8 @@ class MCPDoor:
         self.sessions = Sessions(max_sessions_per_token, max_sessions)
         self.resources = Resources(context, caller, self.sessions, max_subscriptions)
         self.server: Server[Any] = build(context, self.resources)
+        # First, so the SDK's own span (its OpenTelemetry middleware) joins the request's trace.
+        self.server.middleware.insert(0, _resume)
         self.server.middleware.append(self._attach_session)
         # No DNS-rebinding checks: they guard servers that trust a browser's ambient
         # credentials, and every request here carries its own bearer token.
@@ -321,7 +336,10 @@ class MCPDoor:
 
     def _sweep_soon(self) -> None:
         if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.create_task(self._sweep(), name="baton-mcp-token-sweep")
+            # Every session's, so not in the context of the request that started it.
+            self._sweeper = asyncio.create_task(
+                self._sweep(), name="baton-mcp-token-sweep", context=Context()
+            )
 
     def _open_tokens(self) -> list[str]:
         return list(dict.fromkeys([*self.inflight, *self.sessions.tokens()]))

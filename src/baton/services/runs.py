@@ -41,6 +41,7 @@ from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable
 from baton.store.records import RunEventRecord, RunRecord
 from baton.store.runs import FENCED, Lease
+from baton.telemetry.spans import span
 
 MAX_TITLE = 500
 MAX_TEXT = 2000  # a question, an answer, a reason, a URL
@@ -246,7 +247,13 @@ class RunService:
         async def explain() -> None:
             await self._why_not(principal, run_id, name, expected_version, args or {}, lease_id)
 
-        events = await until_applied(apply, explain, lambda: self._kept_changing(principal, run_id))
+        with span("baton.move") as traced:
+            if traced is not None:
+                traced.set_attribute("baton.move", name.value)
+                traced.set_attribute("baton.run.id", run_id)
+            events = await until_applied(
+                apply, explain, lambda: self._kept_changing(principal, run_id)
+            )
         return await self._committed(events[-1].run, events)
 
     async def claim(
@@ -288,9 +295,14 @@ class RunService:
                 raise NothingToClaim(owner, project)
             await self._why_not(principal, run_id, RunEvent.CLAIM, expected_version, {})
 
-        events = await until_applied(
-            apply, explain, lambda: self._kept_changing(principal, run_id or "")
-        )
+        with span("baton.move") as traced:
+            if traced is not None:
+                traced.set_attribute("baton.move", RunEvent.CLAIM.value)
+                if run_id is not None:
+                    traced.set_attribute("baton.run.id", run_id)
+            events = await until_applied(
+                apply, explain, lambda: self._kept_changing(principal, run_id or "")
+            )
         run = events[-1].run
         expires = store.lease_expiry(run, self.lease_seconds)
         return await self._committed(run, events, Lease(lease_id, principal.handle, expires))

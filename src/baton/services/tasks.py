@@ -53,6 +53,7 @@ from baton.store import tasks as store
 from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable
 from baton.store.records import EventRecord, TaskRecord
+from baton.telemetry.spans import span
 
 MAX_REASON = 2000
 
@@ -240,23 +241,32 @@ class TaskService(TaskReader):
         owner_rules = owner_of(h.assignee)
         fresh = False
         for _ in range(RACE_RETRIES):
-            rules = await self.rules.current(owner_rules, fresh=fresh)
-            gate = gate_move(self._gate(rules, h))
+            with span("baton.gate") as traced:
+                rules = await self.rules.current(owner_rules, fresh=fresh)
+                decision = self._gate(rules, h)
+                if traced is not None:
+                    traced.set_attribute("baton.gate.owner", owner_rules)
+                    traced.set_attribute("baton.gate.decision", decision.value)
+            gate = gate_move(decision)
             try:
-                async with self.db.connection() as conn:
-                    events = await store.create(
-                        conn,
-                        new,
-                        principal.handle,
-                        gate,
-                        SYSTEM.handle,
-                        (owner_rules, rules.version),
-                    )
-                    if not events:
-                        existing = await store.load(conn, task_id)
-                        if existing is None or existing.input_digest != digest:
-                            raise DuplicateTask(task_id)
-                        return Outcome(existing, [])
+                with span("baton.move") as traced:
+                    if traced is not None:
+                        traced.set_attribute("baton.move", "HAND_OFF")
+                        traced.set_attribute("baton.task.id", task_id)
+                    async with self.db.connection() as conn:
+                        events = await store.create(
+                            conn,
+                            new,
+                            principal.handle,
+                            gate,
+                            SYSTEM.handle,
+                            (owner_rules, rules.version),
+                        )
+                        if not events:
+                            existing = await store.load(conn, task_id)
+                            if existing is None or existing.input_digest != digest:
+                                raise DuplicateTask(task_id)
+                            return Outcome(existing, [])
             except store.RulesChanged:
                 fresh = True
                 continue
@@ -306,9 +316,13 @@ class TaskService(TaskReader):
         async def explain() -> None:
             await self._why_not(principal, task_id, expected_version, name=name)
 
-        events = await until_applied(
-            apply, explain, lambda: self._kept_changing(principal, task_id, expected_version)
-        )
+        with span("baton.move") as traced:
+            if traced is not None:
+                traced.set_attribute("baton.move", name.value)
+                traced.set_attribute("baton.task.id", task_id)
+            events = await until_applied(
+                apply, explain, lambda: self._kept_changing(principal, task_id, expected_version)
+            )
         return await self._committed(Outcome(events[-1].task, events))
 
     async def _submit(
@@ -420,9 +434,13 @@ class TaskService(TaskReader):
         async def explain() -> None:
             await self._why_not(principal, task_id, expected_version)
 
-        events = await until_applied(
-            apply, explain, lambda: self._kept_changing(principal, task_id, expected_version)
-        )
+        with span("baton.move") as traced:
+            if traced is not None:
+                traced.set_attribute("baton.move", "SAVE_CHECKPOINT")
+                traced.set_attribute("baton.task.id", task_id)
+            events = await until_applied(
+                apply, explain, lambda: self._kept_changing(principal, task_id, expected_version)
+            )
         return await self._committed(Outcome(events[-1].task, events))
 
 

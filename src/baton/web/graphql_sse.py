@@ -38,6 +38,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from contextvars import Context
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,7 +278,10 @@ class GraphQLSSE:
         if stream.closing:  # revoked or stopped before it began: nothing more is wanted
             producer.cancel()
         if self._keep_alive is None or self._keep_alive.done():
-            self._keep_alive = asyncio.create_task(self._keep_quiet_streams_alive())
+            # Every stream's, so not in the context of the request that started it.
+            self._keep_alive = asyncio.create_task(
+                self._keep_quiet_streams_alive(), context=Context()
+            )
         gone = asyncio.create_task(_disconnected(receive))
         over = asyncio.create_task(stream.over.wait())
         try:

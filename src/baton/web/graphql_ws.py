@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import struct
 import time
 from collections.abc import Callable
+from contextvars import Context
 from dataclasses import dataclass
 from socket import SO_LINGER, SOL_SOCKET
 from typing import Any, Protocol, cast
@@ -59,6 +61,7 @@ from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
+from baton.telemetry.requests import answered
 from baton.web.outbound import Account, Ledger
 from baton.web.ws_protocol import LEGACY, TRANSPORT, Close, Dialect, choose
 
@@ -115,7 +118,9 @@ class GraphQLWS:
             socket.terminate(Close.SUBPROTOCOL_NOT_ACCEPTABLE, "Subprotocol not acceptable")
             await socket.finish()
             return
-        await send({"type": "websocket.accept", "subprotocol": dialect.name})
+        await send(
+            {"type": "websocket.accept", "subprotocol": dialect.name, "headers": answered(scope)}
+        )
         if self.open >= self.limits.max_sockets and not self._evict():
             # Accepted first so that the client reads a close code it can act on (1013: try
             # again later, which graphql-ws clients retry), not a bare refused upgrade.
@@ -131,7 +136,11 @@ class GraphQLWS:
         self.open += 1
         self.unacknowledged[socket] = None
         if self._watcher is None or self._watcher.done():
-            self._watcher = asyncio.create_task(self._watch(), name="baton-ws-stall-watch")
+            # The process's watchers run in a context of their own, not in the request's
+            # that started them (its log lines, its trace).
+            self._watcher = asyncio.create_task(
+                self._watch(), name="baton-ws-stall-watch", context=Context()
+            )
         try:
             await socket.run()
         finally:
@@ -159,7 +168,9 @@ class GraphQLWS:
         self.unacknowledged.pop(socket, None)
         self.by_token.setdefault(socket.token, set()).add(socket)
         if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.create_task(self._sweep(), name="baton-ws-token-sweep")
+            self._sweeper = asyncio.create_task(
+                self._sweep(), name="baton-ws-token-sweep", context=Context()
+            )
 
     def forget(self, socket: _Socket) -> None:
         if socket.token is None:
@@ -300,9 +311,11 @@ class _Socket:
         self.dialect = dialect
         self.receive = receive
         self._send = send
-        self.transport = _transport_of(send)
-        self.write_now = _writer_of(send)
-        self.account = _account_of(send)
+        # The server's own `send` under any middleware's wrapper (tracing's: functools.wraps).
+        under = inspect.unwrap(send)
+        self.transport = _transport_of(under)
+        self.write_now = _writer_of(under)
+        self.account = _account_of(under)
         self.init_received = False
         self.acknowledged = False
         self.principal: Principal | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextvars import Context
 from typing import Protocol
 
 from baton.access.grants import TokenCache
@@ -40,7 +41,11 @@ class TokenWatch:
     def add(self, token: str, connection: Revocable) -> None:
         self._by_token.setdefault(token, set()).add(connection)
         if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.create_task(self._sweep(), name=f"baton-{self.what}-tokens")
+            # In a context of its own: not a part of the request that happened to start it
+            # (its log lines, its trace).
+            self._sweeper = asyncio.create_task(
+                self._sweep(), name=f"baton-{self.what}-tokens", context=Context()
+            )
 
     def discard(self, token: str, connection: Revocable) -> None:
         connections = self._by_token.get(token)

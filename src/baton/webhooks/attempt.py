@@ -11,6 +11,7 @@ began gets nothing more from that turn.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from urllib.parse import SplitResult
 import httpx
 
 from baton.services.webhook_addresses import Policy, Refused, pinned, resolve
+from baton.telemetry.spans import span
+
+log = logging.getLogger("baton.webhooks")
 
 MAX_RESPONSE_BYTES = 1024  # of a receiver's answer, kept for the delivery log
 MAX_ERROR_CHARS = 500
@@ -57,7 +61,45 @@ async def send(
     seconds: float,
     go: Callable[[], Awaitable[bool]] | None = None,
 ) -> Answer | None:
-    """The answer to one POST of `body`; None when `go` said not to send it after all."""
+    """The answer to one POST of `body`; None when `go` said not to send it after all. While
+    tracing, a span `webhook attempt` naming the receiver's host and port, never its path or
+    query (which may carry the receiver's own secret)."""
+    with span("webhook attempt") as traced:
+        answer = await _send(http, parts, policy, headers, body, seconds, go)
+        if answer is not None:
+            log.debug(
+                "webhook attempt to %s:%s: %s in %d ms",
+                parts.hostname,
+                parts.port or "",
+                "delivered" if answer.delivered else f"failed ({_error_type(answer)})",
+                answer.duration_ms,
+            )
+        if traced is not None:
+            traced.set_attribute("http.request.method", "POST")
+            traced.set_attribute("server.address", parts.hostname or "")
+            traced.set_attribute(
+                "server.port", parts.port or (443 if parts.scheme == "https" else 80)
+            )
+            if answer is not None and answer.status is not None:
+                traced.set_attribute("http.response.status_code", answer.status)
+            if answer is not None and not answer.delivered:
+                traced.set_attribute("error.type", _error_type(answer))
+        return answer
+
+
+def _error_type(answer: Answer) -> str:
+    return str(answer.status) if answer.status is not None else "no answer"
+
+
+async def _send(
+    http: httpx.AsyncClient,
+    parts: SplitResult,
+    policy: Policy,
+    headers: dict[str, str],
+    body: bytes,
+    seconds: float,
+    go: Callable[[], Awaitable[bool]] | None,
+) -> Answer | None:
     started = time.monotonic()
     status: int | None = None
     excerpt: str | None = None

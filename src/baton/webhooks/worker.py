@@ -85,6 +85,7 @@ from baton.store.webhooks import (
     PayloadFormat,
     Recorded,
 )
+from baton.telemetry import requests
 from baton.webhooks import attempt, fairness, formats, render, schedule, signing
 
 log = logging.getLogger("baton.webhooks")
@@ -276,7 +277,13 @@ class DeliveryWorker:
         for endpoint, manual in claimed:
             # A little short of the lease as the database counts it: clocks and round trips.
             deadline = time.monotonic() + s.lease_seconds - 1.0
-            turn = self._turn(endpoint, manual, deadline)
+            # A turn is a request of its own: its log lines' id, its own trace.
+            turn = requests.background(
+                "webhook delivery",
+                self._turn(endpoint, manual, deadline),
+                {"baton.webhook.endpoint": endpoint.id},
+                endpoint.owner,
+            )
             task = asyncio.create_task(turn, name=f"wh-{endpoint.id}")
             self._active[endpoint.id] = task
             self._owners[endpoint.id] = endpoint.owner
