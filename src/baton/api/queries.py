@@ -11,6 +11,7 @@ from baton.api.enums import GraphDirection
 from baton.api.inputs import TaskFilter
 from baton.api.pages import MAX_PAGE, check_page_size
 from baton.api.protocol import Protocol
+from baton.api.retention import RetentionInfo
 from baton.api.runs import Run, RunConnection, RunEdge
 from baton.api.types import (
     LISTING_ARGUMENTS,
@@ -262,6 +263,13 @@ class Query:
     )
     def stream_cursors(self) -> StreamCursors:
         return StreamCursors()
+
+    @strawberry.field(
+        description="What this server keeps of finished work, and the oldest cursors the event "
+        "streams still take (`BATON_RETENTION`)."
+    )
+    def retention(self) -> RetentionInfo:
+        return RetentionInfo()
 
     @strawberry.field(description="Who the caller's token acts as.")
     def viewer(self, info: Info[Context, None]) -> PrincipalInfo:

@@ -184,7 +184,8 @@ class Run:
         return (await tasks_of(info.context, [self]))[0]
 
     @strawberry.field(
-        description="This run's events, oldest first.",
+        description="This run's events, oldest first: all of them, whatever `after` is "
+        "(retention removes a run's events only with the run).",
         metadata={
             **batched(run_events_of),
             **list_size(MAX_PAGE, "first", 50),

@@ -21,6 +21,14 @@ from baton.store.records import TaskEventKind
 
 F = TypeVar("F", bound=LogFilter[Any])
 
+# What a stream does with a cursor older than what is kept (baton.services.retention).
+EXPIRED = (
+    "An `after` older than what the server keeps (finished work removed after it, "
+    "`Query.retention`) ends the stream at once with the error `cursor_expired`, whose "
+    "`extensions.oldestCursor` is the oldest `after` still taken, rather than skip what was "
+    "removed: read what you show again, then follow from `streamCursors`."
+)
+
 # Checked before the subscription starts (see `baton.engine.cost.checked`).
 EVENT_STREAM_ARGUMENTS = checked(
     after=parses(lambda cursor: parse_event_cursor(cursor)), filter=filter_problem
@@ -83,6 +91,7 @@ class Subscription:
         "With `after` (an event id), first every committed matching event after it, then live "
         "ones, with no gap and no duplicate. Without it, events committed from now on (and any "
         "that committed a moment before while an older transaction was still running). "
+        f"{EXPIRED} "
         "A WebSocket runs at most 100 operations (subscriptions) at once.",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
@@ -116,7 +125,8 @@ class Subscription:
         if HANDOFF.is_terminal(task.state):
             return
         where = EventFilter(task_ids=frozenset({str(id)}))
-        async for event in hub.stream(principal, where, cursor):
+        # The task's own newest event: it never expires (its events go only with it).
+        async for event in hub.stream(principal, where, cursor, expires=False):
             if event.task.version <= task.version:
                 continue
             yield Task(record=event.task)
@@ -130,7 +140,8 @@ class Subscription:
         "With `after` (a run event id), first every committed matching event after it, then "
         "live ones, with no gap and no duplicate. Without it, events committed from now on (and "
         "any that committed a moment before while an older transaction was still running). "
-        "Run event ids are their own sequence, apart from task events'.",
+        "Run event ids are their own sequence, apart from task events'. "
+        f"{EXPIRED}",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
     async def run_events(

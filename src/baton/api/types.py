@@ -337,7 +337,8 @@ class Task:
         return (await dependents_of(info.context, [self], first=first))[0]
 
     @strawberry.field(
-        description="This task's events, oldest first.",
+        description="This task's events, oldest first: all of them, whatever `after` is "
+        "(retention removes a task's events only with the task).",
         metadata={
             **batched(events_of),
             **list_size(MAX_PAGE, "first", 50),

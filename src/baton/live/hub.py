@@ -13,6 +13,9 @@ transaction still runs lies above the horizon for a moment; the hub reads again 
 
 A subscriber with a cursor replays from the log first and then takes live events, skipping any
 id it has already sent; one that falls too far behind is switched back to reading the log.
+A replay from a cursor below the log's floor (events after it were removed with finished work,
+`baton.store.retention`) ends the stream with `CursorExpired` rather than skip them; the floor
+is read after each read of the log, so a removal that races the replay is caught too.
 
 What one subscriber holds is bounded in bytes as well as in events (sizes are the events' JSON
 encoding), so a consumer that stops reading pins little: its live queue falls back to the log
@@ -34,9 +37,10 @@ import orjson
 from broadcaster import Broadcast
 
 from baton.access.principals import Principal
+from baton.errors import CursorExpired
 from baton.metrics import DELIVERIES, LIVE_SUBSCRIPTIONS
 from baton.store.db import Connection, Database
-from baton.store.eventlog import READABLE_BELOW, newest_readable
+from baton.store.eventlog import READABLE_BELOW, floor, newest_readable
 from baton.store.sql import Params
 
 log = logging.getLogger("baton.live")
@@ -82,6 +86,22 @@ class EventLog(Generic[E]):
     subject: str  # the log's column naming the subject (task_id, run_id)
     select: str
     parse: Callable[[Mapping[str, Any]], E]
+
+    @property
+    def name(self) -> str:
+        """The log's name in errors and webhooks: task, run."""
+        return self.table.removesuffix("_events")
+
+    async def floor(self, conn: Connection) -> int:
+        """Every event removed from this log has an id at most this (0: none ever was)."""
+        return await floor(conn, self.table)
+
+    async def check_cursor(self, conn: Connection, cursor: int) -> None:
+        """`CursorExpired` if events after `cursor` may have been removed; read after the
+        events it guards, so a removal committed before that read is seen."""
+        oldest = await self.floor(conn)
+        if cursor < oldest:
+            raise CursorExpired(self.name, cursor, oldest)
 
     async def newest(self, conn: Connection, subject: str | None = None) -> int:
         """The newest id a reader may pass; or the newest event of one subject, which needs
@@ -407,8 +427,14 @@ class EventHub(Generic[E]):
         principal: Principal,
         where: Filter[E],
         after: int | None = None,
+        *,
+        expires: bool = True,
     ) -> AsyncIterator[E]:
-        """Matching events in id order: those after `after` from the log, then live ones."""
+        """Matching events in id order: those after `after` from the log, then live ones.
+
+        A replay from below the log's floor raises `CursorExpired`, unless `expires` is False:
+        for a cursor the server took from one subject's own events (`last_event_of`) and a
+        filter on that subject, whose events are removed only with it."""
         subscriber = await self._subscribe()
         try:
             # Registered before reading, so nothing committed from here on can be missed.
@@ -418,7 +444,7 @@ class EventHub(Generic[E]):
                 if replaying or subscriber.overflowed:
                     subscriber.overflowed = False
                     replaying = False
-                    async for event in self._replay(cursor, principal, where):
+                    async for event in self._replay(cursor, principal, where, expires):
                         cursor = event.id
                         yield self._sent(event)
                         del event  # this stream's own copy: not kept while it waits
@@ -434,21 +460,27 @@ class EventHub(Generic[E]):
             LIVE_SUBSCRIPTIONS.dec()
 
     async def _replay(
-        self, cursor: int, principal: Principal, where: Filter[E]
+        self, cursor: int, principal: Principal, where: Filter[E], expires: bool = True
     ) -> AsyncIterator[E]:
         """Matching events after `cursor` from the log, holding about `REPLAY_BYTES` of them
         at a time: the ids of a batch first, then the events in chunks sized by what the
-        previous chunk weighed."""
+        previous chunk weighed. With `expires`, `CursorExpired` when events after the cursor
+        were removed (the floor past it after a read, or a listed event gone)."""
         chunk = FIRST_REPLAY
         while True:
             async with self.db.connection() as conn:
                 p = Params(start=2)  # $1 and $2 are the cursor and the limit
                 condition = where.where(principal, p)
                 ids = await self.log.ids_after(conn, cursor, BATCH, condition, p.values)
+                if expires:
+                    await self.log.check_cursor(conn, cursor)
             start = 0
             while start < len(ids):
+                wanted = ids[start : start + chunk]
                 async with self.db.connection() as conn:
-                    events = await self.log.by_ids(conn, ids[start : start + chunk])
+                    events = await self.log.by_ids(conn, wanted)
+                    if expires and len(events) < len(wanted):  # removed since listed
+                        await self.log.check_cursor(conn, cursor)
                 start += chunk
                 size = sum(size_of(event) for event in events)
                 chunk = max(1, min(BATCH, REPLAY_BYTES * len(events) // max(size, 1)))

@@ -233,7 +233,9 @@ class Resources:
     async def _follow(
         hub: Any, principal: Principal, where: Any, cursor: int
     ) -> AsyncIterator[None]:
-        async for _event in hub.stream(principal, where, cursor):
+        # The subject's own newest event: retention removes a subject's events only with it,
+        # so this cursor never expires, however old (`EventHub.stream`).
+        async for _event in hub.stream(principal, where, cursor, expires=False):
             yield None
 
     # The handshake era: resources/subscribe on a session.

@@ -9,6 +9,7 @@ from typing import Any
 from baton.access.principals import Principal
 from baton.errors import Forbidden
 from baton.live.hub import EventHub
+from baton.services.retention import Retention
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.services.webhooks import WebhookService
@@ -27,6 +28,7 @@ class Context:
     run_hub: EventHub[RunEventRecord] | None = None
     connection_params: dict[str, Any] | None = None
     webhooks: WebhookService | None = None
+    retention: Retention | None = None
 
     @property
     def principal(self) -> Principal:
