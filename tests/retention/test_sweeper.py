@@ -9,13 +9,15 @@ from datetime import UTC, datetime
 
 import pytest
 
+from baton.errors import NotFound
 from baton.protocol.handoff import MoveName, TaskState
 from baton.services.retention import Retention
+from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store import retention as store
 from baton.store.db import Database
 from baton.store.tasks import TASKS
-from tests.helpers import ADMIN, agent, checkpoint
+from tests.helpers import ADMIN, agent, checkpoint, owner
 from tests.retention.conftest import DAY, Place
 
 KEEP = 30 * DAY
@@ -130,3 +132,31 @@ async def test_a_batch_that_would_wait_for_a_lock_gives_up(place: Place, second:
     assert await _left(place.db, ids) == 2
     swept = await _retention(place.db, "patient").sweep()
     assert swept is not None and swept.subjects["task"] >= 2
+
+
+async def test_a_run_made_on_a_task_as_it_is_removed_finds_no_task(
+    place: Place, second: Database
+) -> None:
+    w = place.world()
+    done = await w.task_in(TaskState.completed)
+    await place.age("tasks", [done.id], OLD)
+    runs = RunService(second)
+    async with place.db.transaction() as conn:
+        assert await store.bound(conn)
+        removed = await store.remove_batch(conn, TASKS, datetime.now(UTC) - KEEP, 100)
+        assert removed.subjects >= 1
+        # The run's insert checks its task's key: it waits for the batch, which deleted it.
+        making = asyncio.create_task(
+            runs.create(owner(w.req_owner), project=w.project, title="T", task_id=done.id)
+        )
+        await _until_waiting(place.db, making)
+    with pytest.raises(NotFound):
+        await asyncio.wait_for(making, HANG)
+
+
+async def _until_waiting(db: Database, task: asyncio.Task[object]) -> None:
+    """Until some session waits for a lock (or `task` ended)."""
+    for _ in range(HANG * 10):
+        if task.done() or await db.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
+            return
+        await asyncio.sleep(0.1)

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from baton.access.principals import SYSTEM, Principal
 from baton.errors import (
     Forbidden,
@@ -209,7 +211,11 @@ class RunService:
                 task_object.check_task_id(task_id, "taskId")
                 if not await task_store.visible_by_ids(conn, principal, [task_id]):
                     raise NotFound("task", task_id)  # missing or not visible: one statement
-            created = await store.insert(conn, new, principal.handle)
+            try:
+                created = await store.insert(conn, new, principal.handle)
+            except asyncpg.ForeignKeyViolationError as exc:
+                # Removed (finished long ago: retention) between the look-up and the insert.
+                raise NotFound("task", task_id or "") from exc
         return await self._committed(created.run, [created])
 
     async def event(
