@@ -21,6 +21,10 @@ for good, `TASK_ENDED`) once its task's final event is acknowledged. Its message
 by the `formats.Format` of its payload format, one or more requests per event, with its token
 and authentication as headers (`formats`).
 
+An owner's endpoint whose cursor fell below what a log keeps (retention removed events after
+it) gets a `cursorExpired` message at the head of that log's queue, then goes on from the oldest
+cursor kept (`gaps`).
+
 Pings and redeliveries go first in a turn, in the order asked, then events. A failed attempt
 at any of them counts against the endpoint alike (it backs off on `schedule`, and is disabled
 after `max_attempts` in a row or at once on a 410) and ends the turn, so a turn makes at most
@@ -86,7 +90,7 @@ from baton.store.webhooks import (
     Recorded,
 )
 from baton.telemetry import requests
-from baton.webhooks import attempt, fairness, formats, render, schedule, signing
+from baton.webhooks import attempt, fairness, formats, gaps, render, schedule, signing
 
 log = logging.getLogger("baton.webhooks")
 
@@ -641,9 +645,16 @@ class DeliveryWorker:
                     ids = await render.matching_ids(
                         conn, log_name, context.principal, variables, cursor, through, BATCH
                     )
-                done, state, stop = await self._batch(
-                    endpoint, context, log_name, variables, cursor, through, ids, state, deadline
-                )
+                    oldest = await gaps.expired(conn, endpoint, log_name, cursor)
+                if oldest is not None:  # events after the cursor were removed (retention)
+                    done, state, stop = await self._expired(
+                        endpoint, log_name, cursor, oldest, state
+                    )
+                else:
+                    done, state, stop = await self._batch(
+                        endpoint, context, log_name, variables, cursor, through, ids, state,
+                        deadline,
+                    )  # fmt: skip
                 recorded = await self._record(endpoint, done, state)
                 if recorded is Recorded.LOST:
                     log.info(
@@ -652,6 +663,42 @@ class DeliveryWorker:
                     )
                 if stop or recorded is not Recorded.COUNTED:
                     return  # the next turn starts from the endpoint as it is now
+
+    async def _expired(
+        self,
+        endpoint: EndpointRecord,
+        log_name: str,
+        cursor: int,
+        oldest: int,
+        state: store.Outcome,
+    ) -> tuple[list[Attempted], store.Outcome, bool]:
+        """Tell the endpoint that events after its cursor were removed; once acknowledged, its
+        cursor is the oldest one kept (`baton.webhooks.gaps`). As `_batch` answers."""
+        message, body = gaps.notice(endpoint.id, log_name, cursor, oldest)
+        answer, started = await self._send(endpoint, message, body)
+        if answer is None:  # the endpoint changed: nothing was sent
+            return [], state, True
+        done = [
+            Attempted(
+                log=log_name,
+                event_id=oldest,
+                message_id=message,
+                delivered=answer.delivered,
+                response_status=answer.status,
+                response_body=answer.body,
+                duration_ms=answer.duration_ms,
+                error=answer.error,
+                at=started,
+            )
+        ]
+        position = oldest if answer.delivered else cursor
+        if log_name == "task":
+            state = replace(state, task_cursor=position, task_acked=position)
+        else:
+            state = replace(state, run_cursor=position, run_acked=position)
+        failure = None if answer.delivered else answer
+        state = self._after(endpoint, state, answer.delivered, failure)
+        return done, state, failure is not None
 
     async def _batch(
         self,
