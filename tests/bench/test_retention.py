@@ -1,0 +1,92 @@
+"""`bench.retention` on a few thousand events: the seed's shape, one day removed exactly, a new
+day written after the seeded one, and the report's tables. The load (wrk) is not run here."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+from collections.abc import AsyncIterator
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+import pytest
+
+from baton.store import migrate
+from baton.store.db import Database, libpq_url
+from baton.store.embedded import create_database
+from bench import retention as bench
+
+EVENTS, DAYS = 3000, 3
+
+
+@pytest.fixture(scope="module")
+async def url(server_url: str) -> AsyncIterator[str]:
+    name = f"baton_bench_retention_{secrets.token_hex(4)}"
+    found = await create_database(server_url, name)
+    await migrate.upgrade_url(found)
+    yield found
+    conn = await asyncpg.connect(libpq_url(server_url))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+async def test_a_seeded_day_is_removed_exactly_and_the_report_says_so(url: str) -> None:
+    conn = await asyncpg.connect(libpq_url(url))
+    try:
+        seeded = await bench.seed(conn, EVENTS, DAYS)
+        assert abs(seeded.events - EVENTS) < 10
+        assert seeded.open_tasks == seeded.tasks // bench.OPEN_EVERY
+        states = dict(await conn.fetch("SELECT state, count(*) FROM tasks GROUP BY state"))
+        assert states == {
+            "working": seeded.open_tasks,
+            "completed": seeded.tasks - seeded.open_tasks,
+        }
+        # Ids follow time: the oldest day's events have the smallest ids.
+        assert await conn.fetchval(
+            "SELECT bool_and(e.at < $1) FROM (SELECT at FROM task_events ORDER BY id LIMIT 100) e",
+            seeded.cutoff(1),
+        )
+        due = await conn.fetch(
+            "SELECT id FROM tasks WHERE state = 'completed' AND updated_at < $1",
+            seeded.cutoff(1),
+        )
+        before = await bench.sizes(conn)
+    finally:
+        await conn.close()
+    assert 0 < len(due) < seeded.tasks // 2
+
+    db = await Database.connect(url, min_size=1, max_size=2)
+    args = argparse.Namespace(batch=50)
+    try:
+        swept = await bench._retention(seeded, db, url, 1, args).sweep()
+    finally:
+        await db.close()
+    assert swept is not None and swept.subjects["task"] == len(due)
+    conn = await asyncpg.connect(libpq_url(url))
+    try:
+        left = await conn.fetchval(
+            "SELECT count(*) FROM tasks WHERE id = ANY($1::text[])", [r["id"] for r in due]
+        )
+        written = await bench.refill(conn, seeded, 1)
+        after = await bench.sizes(conn)
+    finally:
+        await conn.close()
+    assert left == 0
+    assert (
+        written > 0
+        and after.rows["task_events"]
+        == before.rows["task_events"] - (swept.events["task"]) + written
+    )
+
+    found = bench.Sitting(seeded, settings=[("server_version", "test")])
+    found.moves = [
+        bench.Moves("moves", 100.0, 5.0, 10.0, 1000, 10.0),
+        bench.Moves("moves while removing day 1", 90.0, 6.0, 12.0, 900, 10.0),
+    ]
+    found.removals = [bench.Removal(1, swept, 1.5, 0.5)]
+    found.sizes = [("seeded", before), ("a day's new work written", after)]
+    report = bench.report(found)
+    assert "| moves while removing day 1 | 10 | 90 | 6.0 | 12.0 | 0.90 | 1.20 |" in report
+    assert f"| day 1 | {swept.subjects['task']:,} | {swept.events['task']:,} |" in report
+    assert "| seeded |" in report and "| a day's new work written |" in report
