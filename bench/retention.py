@@ -395,7 +395,7 @@ def _retention(
 ) -> Retention:
     """A retention whose period makes work that finished before the end of day `day` due now."""
     keep = (datetime.now(UTC) - seeded.cutoff(day)).total_seconds()
-    return Retention(db, keep, url=url, batch=args.batch, holder="bench")
+    return Retention(db, keep, url=url, batch=args.batch, pace=args.pace, holder="bench")
 
 
 def _serve(url: str, args: argparse.Namespace, folder: Path) -> Process:
@@ -525,6 +525,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="baton serve --workers")
     parser.add_argument("--pool", type=int, default=16, help="BATON_DATABASE_POOL_SIZE")
     parser.add_argument("--batch", type=int, default=200, help="subjects per removal batch")
+    parser.add_argument(
+        "--pace", type=float, default=3.0, help="pause between batches ÷ the last batch's time"
+    )
     parser.add_argument(
         "--database-url",
         default=os.environ.get("BATON_BENCH_DATABASE_URL"),

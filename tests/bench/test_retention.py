@@ -57,7 +57,7 @@ async def test_a_seeded_day_is_removed_exactly_and_the_report_says_so(url: str) 
     assert 0 < len(due) < seeded.tasks // 2
 
     db = await Database.connect(url, min_size=1, max_size=2)
-    args = argparse.Namespace(batch=50)
+    args = argparse.Namespace(batch=50, pace=0.0)
     try:
         swept = await bench._retention(seeded, db, url, 1, args).sweep()
     finally:
