@@ -264,11 +264,13 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         url = await asyncio.to_thread(database_url, settings)
+        # LISTEN/NOTIFY and migrations want a session of their own, not a pooler's.
+        session_url = settings.database_direct_url or url
         if run_migrations:
-            await migrate.upgrade_url(url)
+            await migrate.upgrade_url(session_url)
         db = await Database.connect(url, max_size=pool_size)
         # The hubs wake their own readers on a commit: the broker need not bring it back.
-        backend = make_backend(settings.broadcast_url or libpq_url(url), echo=False)
+        backend = make_backend(settings.broadcast_url or libpq_url(session_url), echo=False)
         broadcast = Broadcast(backend=backend)
         await broadcast.connect()
         hub = EventHub(db, broadcast, TASK_LOG, poll_interval=settings.poll_seconds)

@@ -154,24 +154,44 @@ def _database_problem(exc: BaseException) -> str:
     return f"cannot use the database: {first}"
 
 
-async def _prepared(settings: Settings, *, migrate: bool = True, new_ok: bool = True) -> str:
+async def _prepared(
+    settings: Settings, *, migrate: bool = True, new_ok: bool = True, listens: bool = False
+) -> str:
     """A database URL that answers and is migrated (the embedded one started if need be).
-    `new_ok=False` refuses a database Baton has never used (no migration applied yet)."""
+    `new_ok=False` refuses a database Baton has never used (no migration applied yet).
+    `listens`: the server's broadcaster will LISTEN on the database unless told otherwise,
+    which a URL through a connection pooler cannot do without BATON_DATABASE_DIRECT_URL."""
     import asyncpg
 
     from baton.store import migrate as migrations
-    from baton.store.db import libpq_url
+    from baton.store.db import behind_pooler, database_identity, libpq_url
 
     variable = "BATON_DATABASE_URL" if settings.database_url else "BATON_DATA_DIR"
     url = settings.database_url
     if url is None:
         url = await asyncio.to_thread(_start_embedded, settings)
+    direct = settings.database_direct_url
     try:
-        conn = await asyncpg.connect(libpq_url(url), timeout=CONNECT_SECONDS)
+        # No statement cache: through a pooler, a named statement outlives this connection
+        # in a server session that the next client gets ("… already exists").
+        conn = await asyncpg.connect(
+            libpq_url(url), timeout=CONNECT_SECONDS, statement_cache_size=0
+        )
         try:
             used = await conn.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL")
+            pooled = await behind_pooler(conn)
+            identity = await database_identity(conn) if direct else ""
         finally:
             await conn.close()
+        if direct:
+            await _check_direct(direct, identity)
+        elif pooled and listens and not settings.broadcast_url:
+            raise ConfigError(
+                "BATON_DATABASE_DIRECT_URL",
+                "unset, and BATON_DATABASE_URL goes through a connection pooler, where "
+                "LISTEN/NOTIFY (the broadcaster by default) cannot work: set it to a direct "
+                "postgresql://… URL of the same database, or BATON_BROADCAST_URL to redis://…",
+            )
         if not used and not new_ok:
             raise ConfigError(
                 variable,
@@ -180,7 +200,8 @@ async def _prepared(settings: Settings, *, migrate: bool = True, new_ok: bool = 
                 "--create`) prepares it",
             )
         if migrate:
-            await asyncio.wait_for(migrations.upgrade_url(url), 120)
+            upgrade = migrations.upgrade_url(direct or url, pooled=pooled and not direct)
+            await asyncio.wait_for(upgrade, 120)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise ConfigError(variable, _database_problem(exc)) from exc
     if settings.broadcast_url:
@@ -188,12 +209,39 @@ async def _prepared(settings: Settings, *, migrate: bool = True, new_ok: bool = 
     return url
 
 
+async def _check_direct(url: str, identity: str) -> None:
+    """BATON_DATABASE_DIRECT_URL answers, without a pooler, and reaches the database that
+    BATON_DATABASE_URL (`identity`) does."""
+    import asyncpg
+
+    from baton.store.db import behind_pooler, database_identity, libpq_url
+
+    name = "BATON_DATABASE_DIRECT_URL"
+    try:
+        conn = await asyncpg.connect(
+            libpq_url(url), timeout=CONNECT_SECONDS, statement_cache_size=0
+        )
+        try:
+            pooled = await behind_pooler(conn)
+            same = await database_identity(conn) == identity
+        finally:
+            await conn.close()
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise ConfigError(name, _database_problem(exc)) from exc
+    if pooled:
+        raise ConfigError(name, "goes through a connection pooler too; it must reach PostgreSQL")
+    if not same:
+        raise ConfigError(name, "reaches another database than BATON_DATABASE_URL does")
+
+
 async def _check_broadcast(url: str) -> None:
-    from baton.live.backends import make_backend
+    from baton.live.backends import SessionNeeded, make_backend
 
     backend = make_backend(url)
     try:
         await asyncio.wait_for(backend.connect(), CONNECT_SECONDS)
+    except SessionNeeded as exc:
+        raise ConfigError("BATON_BROADCAST_URL", str(exc)) from exc
     except Exception as exc:
         problem = f"cannot connect: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         raise ConfigError("BATON_BROADCAST_URL", problem) from exc
@@ -307,7 +355,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     code = 0
     try:
         with _sigterm_exits():
-            url = asyncio.run(_prepared(settings))
+            url = asyncio.run(_prepared(settings, listens=True))
             served = replace(settings, database_url=url)
             for sock in sockets:
                 host, port = sock.getsockname()[:2]

@@ -42,6 +42,8 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None = None
+    # The same database without the pooler BATON_DATABASE_URL may go through: LISTEN, migrations.
+    database_direct_url: str | None = None
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     broadcast_url: str | None = None
     log_level: str = "info"
@@ -338,6 +340,15 @@ VARIABLES = (
         "database_url",
         "unset: embedded",
         "postgresql://USER@HOST:PORT/DB; unset: an embedded PostgreSQL in BATON_DATA_DIR",
+        database_url,
+    ),
+    Variable(
+        "BATON_DATABASE_DIRECT_URL",
+        "database_direct_url",
+        "unset: BATON_DATABASE_URL",
+        "postgresql://… to the same database, not through a pooler; needed when "
+        "BATON_DATABASE_URL goes through one (PgBouncer in transaction mode) and the "
+        "broadcaster is the database: LISTEN/NOTIFY and migrations use it",
         database_url,
     ),
     Variable(

@@ -1,8 +1,8 @@
 """The store behind a real PgBouncer in transaction mode (Debian's 1.18: no prepared statement
 tracking, unknown startup parameters refused), where a client's transactions each get
 whichever server session is free: Baton tells a pooler from a direct connection, prepares no
-statement that another transaction could miss or another client could find, and will not
-LISTEN through it."""
+statement that another transaction could miss or another client could find, migrates through
+it from one process after another, and will not LISTEN through it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import asyncio
 import logging
 import os
 import secrets
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg  # type: ignore[import-untyped]
@@ -19,6 +21,7 @@ from bench.pgbouncer import PgBouncer
 from baton.live.backends import PostgresBackend, SessionNeeded
 from baton.protocol.handoff import TaskState
 from baton.services.tasks import TaskService
+from baton.store import migrate
 from baton.store.db import Database, libpq_url, probe_pooler
 from baton.store.embedded import create_database
 from tests.helpers import World
@@ -152,6 +155,26 @@ async def test_a_whole_hand_off_through_the_pooler_commits_each_move_once(
             assert task.state is TaskState.completed
     finally:
         await db.close()
+
+
+async def test_migrations_run_through_the_pooler_from_one_process_after_another(
+    fresh_database: str, one_session: PgBouncer
+) -> None:
+    """Each `baton migrate` is a new process whose statement names start again at 1, in the
+    one server session the last one left its statements in."""
+    url = one_session.url(fresh_database)
+    env = {**os.environ, "BATON_DATABASE_URL": url, "BATON_LOG_LEVEL": "warning"}
+    for _ in range(2):
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "baton.cli", "migrate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"database at revision {migrate.head_revision()}" in done.stderr
 
 
 async def test_listening_through_a_pooler_is_refused(
