@@ -22,7 +22,7 @@ from bench.server import raise_open_files_limit
 
 from . import report, wrk
 from .run import Options, compare
-from .workloads import SCALED, TARGETS, WORKLOADS
+from .workloads import POOLED, SCALED, TARGETS, WORKLOADS
 
 
 def _list(raw: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -50,6 +50,12 @@ def parse_args(argv: list[str] | None) -> Options:
         type=int,
         default=1,
         help="the scaled table's `baton serve --workers N` (the per-core table runs one process)",
+    )
+    p.add_argument(
+        "--pooler",
+        action="store_true",
+        help=f"also measure the one-process Baton with its pool through PgBouncer in "
+        f"transaction mode (target `{POOLED}`), and print what the pooler costs per request",
     )
     p.add_argument(
         "--database-url",
@@ -85,6 +91,7 @@ def parse_args(argv: list[str] | None) -> Options:
         baton_workers=a.baton_workers,
         database_url=a.database_url,
         logs=a.logs,
+        pooler=a.pooler,
     )
 
 
@@ -135,8 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     print(report.summary(outcome.rows))
     print(f"\n#### {scaled}'s req/s ÷ the others' (median, then each repetition)\n")
     print(report.ratios(outcome.rows, scaled))
+    if options.pooler:
+        print(f"\n### Through PgBouncer: `baton` against `{POOLED}`\n")
+        if "baton" in options.targets:
+            print(report.pooler(outcome.rows))
+            print(
+                "\nEach pair: direct / through the pooler, medians. PgBouncer (transaction "
+                "mode, as many server sessions as Baton's pool) runs on the same machine; the "
+                "pooler's cost is all three processes' CPU per request through it less Baton's "
+                "and PostgreSQL's without it."
+            )
+        else:
+            print("(needs the target baton)")
     print("\n#### SQL per request (statements / round trips, after a warm-up)\n")
-    print(report.counts(outcome, options.workloads, options.targets))
+    counted = options.targets + ([POOLED] if options.pooler and "baton" in options.targets else [])
+    print(report.counts(outcome, options.workloads, counted))
     for note in outcome.notes:
         print(f"\nNOTE: {note}")
     print(f"\nwall time {wall:.0f} s")

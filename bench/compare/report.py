@@ -7,9 +7,9 @@ import statistics
 from collections.abc import Sequence
 
 from .run import Outcome, Row
-from .workloads import SCALED, TARGETS
+from .workloads import POOLED, SCALED, TARGETS
 
-ORDER = ("baton", SCALED, *TARGETS[1:])  # the targets' order in the tables
+ORDER = ("baton", POOLED, SCALED, *TARGETS[1:])  # the targets' order in the tables
 
 # Baton's throughput divided by each of these, per repetition and as the median.
 RATIOS = (("postgraphile", "PostGraphile"), ("bare", "bare"), ("asyncpg", "asyncpg"))
@@ -165,4 +165,45 @@ def counts(outcome: Outcome, workloads: list[str], targets: list[str]) -> str:
             found = outcome.counts.get((name, target))
             row.append("-" if found is None else f"{found[0]:.1f} / {found[1]:.1f}")
         cells.append(row)
+    return table(headers, cells)
+
+
+def pooler(rows: list[Row]) -> str:
+    """What PgBouncer in transaction mode costs Baton, per workload and concurrency: the
+    one-process `baton` against the same server through the pooler (`POOLED`), medians. The
+    cost per request is all the CPU the pooled setup spent (Baton, PgBouncer, PostgreSQL) less
+    all that the direct one did."""
+    keys = list(dict.fromkeys((r.workload, r.concurrency) for r in rows))
+    headers = (
+        "workload", "c", "req/s direct / pooled", "pooled ÷ direct", "p50 ms direct / pooled",
+        "Baton CPU ms/req", "PgBouncer CPU ms/req", "PostgreSQL CPU ms/req",
+        "all CPU ms/req", "pooler's cost ms/req",
+    )  # fmt: skip
+    cells = []
+    for workload, concurrency in keys:
+        mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
+        direct = [r for r in mine if r.target == "baton"]
+        pooled = [r for r in mine if r.target == POOLED]
+        if not direct or not pooled:
+            continue
+        rates = [_median([r.rate for r in side]) or 0.0 for side in (direct, pooled)]
+        p50 = [_median([r.p50_ms for r in side]) for side in (direct, pooled)]
+        bouncer = _median([v for r in pooled if (v := r.per_request_ms(r.pooler_cpu)) is not None])
+        before, after = _cpu(direct, "both"), _cpu(pooled, "both")
+        after = None if after is None or bouncer is None else after + bouncer
+        cost = None if before is None or after is None else after - before
+        cells.append(
+            (
+                workload,
+                str(concurrency),
+                f"{rates[0]:.0f} / {rates[1]:.0f}",
+                _ratio(mine, POOLED, "baton"),
+                f"{_ms(p50[0])} / {_ms(p50[1])}",
+                f"{_ms(_cpu(direct, 'server'))} / {_ms(_cpu(pooled, 'server'))}",
+                _ms(bouncer),
+                f"{_ms(_cpu(direct, 'pg'))} / {_ms(_cpu(pooled, 'pg'))}",
+                f"{_ms(before)} / {_ms(after)}",
+                "-" if cost is None else f"{cost:+.2f}",
+            )
+        )
     return table(headers, cells)

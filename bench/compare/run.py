@@ -21,6 +21,7 @@ import httpx
 from baton.access.tokens import create_token
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
+from bench.pgbouncer import PgBouncer
 from bench.server import bench_database
 
 from . import ceiling, postgraphile, postgraphile_sql, targets, wire, wrk
@@ -29,6 +30,7 @@ from .procs import Process, stop
 from .seed import Seeded, reset_pools, seed
 from .workloads import (
     MARK,
+    POOLED,
     SCALED,
     STORED_PACKET,
     Workload,
@@ -57,14 +59,18 @@ class Options:
     baton_workers: int
     database_url: str | None
     logs: Path | None = None
+    pooler: bool = False  # also Baton through PgBouncer in transaction mode (`POOLED`)
 
     @property
     def measured(self) -> list[str]:
         """The targets measured: those asked for, with Baton at `baton_workers` processes
-        (`SCALED`) right after the one-process `baton` when more than one is asked for."""
+        (`SCALED`) right after the one-process `baton` when more than one is asked for, and
+        the one-process Baton through PgBouncer (`POOLED`) with `pooler`."""
         out: list[str] = []
         for target in self.targets:
             out.append(target)
+            if target == "baton" and self.pooler:
+                out.append(POOLED)
             if target == "baton" and self.baton_workers > 1:
                 out.append(SCALED)
         return out
@@ -84,6 +90,7 @@ class Row:
     pg_cpu: float | None  # seconds, the PostgreSQL cluster's processes
     errors: int
     sample: str = ""
+    pooler_cpu: float | None = None  # seconds, PgBouncer's process (`POOLED` only)
 
     @property
     def rate(self) -> float:
@@ -115,6 +122,7 @@ class Bench:
     pg_pid: int | None
     servers: targets.Servers = field(default_factory=targets.Servers)
     installed: postgraphile.Installed | None = None
+    pooler: PgBouncer | None = None  # with `--pooler`
     measurement: int = 0
     seed_seconds: float = 0.0
 
@@ -134,9 +142,15 @@ class Bench:
 
     # --- targets ------------------------------------------------------------------------------
 
-    def start(self, name: str, database_url: str, log: Path) -> Process:
+    def start(self, name: str, database_url: str, log: Path, *, pooled_url: str = "") -> Process:
+        """Target `name` on `database_url`; `POOLED` takes its pool's URL from `pooled_url`
+        (default: the pooler's for `database_url`) and `database_url` as its direct one."""
         if name == "baton":  # one process: the per-core comparison
             return targets.start_baton(database_url, log, 1)
+        if name == POOLED:
+            assert self.pooler is not None
+            pooled_url = pooled_url or self.pooler.url(database_url)
+            return targets.start_baton(pooled_url, log, 1, direct_url=database_url)
         if name == SCALED:
             return targets.start_baton(database_url, log, self.options.baton_workers)
         if name == "bare":
@@ -189,7 +203,7 @@ class Bench:
             url = self.endpoint(target, workload)
             body, token = workload.body(target), self.token(workload)
             lua = wrk.script(body, token, workload.values, workload.expect)
-            cpu, pg = tree_cpu(pid), self._pg_cpu()
+            cpu, pg, pooler = tree_cpu(pid), self._pg_cpu(), self._pooler_cpu(target)
             result = await asyncio.to_thread(
                 wrk.run,
                 self.wrk_path,
@@ -200,6 +214,7 @@ class Bench:
                 seconds=self.options.warmup if warm else self.options.duration,
             )
             server_cpu, pg_cpu = cpu_between(cpu, tree_cpu(pid)), _minus(self._pg_cpu(), pg)
+            pooler_cpu = _minus(self._pooler_cpu(target), pooler)
             rows.append(
                 Row(
                     repetition,
@@ -214,6 +229,7 @@ class Bench:
                     pg_cpu,
                     result.errors,
                     result.sample,
+                    pooler_cpu,
                 )
             )
         return rows[-1]
@@ -263,6 +279,11 @@ class Bench:
 
     def _pg_cpu(self) -> dict[int, float] | None:
         return None if self.pg_pid is None else tree_cpu(self.pg_pid)
+
+    def _pooler_cpu(self, target: str) -> dict[int, float] | None:
+        if target != POOLED or self.pooler is None:
+            return None
+        return tree_cpu(self.pooler.pid)
 
 
 def _minus(after: dict[int, float] | None, before: dict[int, float] | None) -> float | None:
@@ -346,6 +367,22 @@ async def postgraphile_installed(bench: Bench) -> AsyncIterator[None]:
                 await conn.execute(statement)
 
 
+# PgBouncer's server sessions for `--pooler`: as many as Baton's own pool, so that the pooler's
+# cost is measured, not a smaller pool's.
+POOLER_SESSIONS = 16
+
+
+@contextlib.contextmanager
+def pooler_running(url: str, folder: Path) -> Iterator[PgBouncer]:
+    bouncer = PgBouncer(url, pool_size=POOLER_SESSIONS)
+    bouncer.start(folder / "pgbouncer.log")
+    progress(f"PgBouncer (transaction mode, {POOLER_SESSIONS} server sessions) on {bouncer.port}")
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
 @contextlib.contextmanager
 def running(bench: Bench) -> Iterator[None]:
     try:
@@ -417,8 +454,39 @@ async def count(bench: Bench) -> dict[tuple[str, str], tuple[float, float]]:
                     bench.servers.processes[target] = saved
                 else:
                     del bench.servers.processes[target]
+    if bench.pooler is not None and "baton" in bench.options.targets:
+        found.update(await _count_pooled(bench, database))
     async with _connection(bench.url) as conn:
         await reset_pools(conn, bench.world)
+    return found
+
+
+async def _count_pooled(bench: Bench, database: str) -> dict[tuple[str, str], tuple[float, float]]:
+    """`POOLED`'s statements and round trips, counted between Baton and PgBouncer."""
+    assert bench.pooler is not None
+    found: dict[tuple[str, str], tuple[float, float]] = {}
+    progress(f"counting statements of {POOLED}")
+    with wire.CountingProxy(bench.pooler.url(bench.url)) as proxy:
+        log = bench.folder / f"{POOLED}-count.log"
+        server = bench.start(POOLED, bench.url, log, pooled_url=proxy.url(database))
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                bench.servers.processes[POOLED] = server
+                for name in bench.options.workloads:
+                    workload = bench.workload(name)
+                    for n in range(3):
+                        await bench.once(http, POOLED, workload, n)
+                    await asyncio.sleep(0.2)
+                    proxy.take()
+                    for n in range(3, 3 + COUNT_REQUESTS):
+                        await bench.once(http, POOLED, workload, n)
+                    await asyncio.sleep(0.2)
+                    found[name, POOLED] = _per_request(proxy.take())
+        finally:
+            del bench.servers.processes[POOLED]
+            async with _connection(bench.url) as conn:
+                await reset_pools(conn, bench.world)
+            stop(server)
     return found
 
 
@@ -466,6 +534,8 @@ async def compare(options: Options, wrk_path: str) -> Outcome:
             bench = await prepare(options, url, folder, wrk_path)
             outcome.seed_seconds = bench.seed_seconds
             async with contextlib.AsyncExitStack() as stack:
+                if options.pooler:
+                    bench.pooler = stack.enter_context(pooler_running(url, folder))
                 if "postgraphile" in options.targets:
                     await stack.enter_async_context(postgraphile_installed(bench))
                     assert bench.installed is not None

@@ -44,8 +44,13 @@ class Servers:
         self.processes.clear()
 
 
-def start_baton(database_url: str, log: Path, workers: int) -> Process:
-    server = start_server(database_url, log, ("--workers", str(workers)))
+def start_baton(
+    database_url: str, log: Path, workers: int, *, direct_url: str | None = None
+) -> Process:
+    """`baton serve --workers N` on `database_url`; with `direct_url`, that is a pooler's and
+    this is the database's own (BATON_DATABASE_DIRECT_URL)."""
+    env = {"BATON_DATABASE_DIRECT_URL": direct_url} if direct_url else None
+    server = start_server(database_url, log, ("--workers", str(workers)), env)
     return Process(server.url, server.process, log, "baton")
 
 

@@ -1,9 +1,11 @@
 """Counting what a client asks of PostgreSQL: a TCP proxy that reads the frontend messages.
 
 Statements are Execute (extended protocol) and Query (simple protocol) messages; round trips
-are Sync and Query messages, the points where a client waits for the server's ReadyForQuery.
-A statement that is parsed and described first (asyncpg's first use of a statement on a
-connection) costs a round trip more; the counts are taken after a warm-up, so caches are warm.
+are Sync, Flush and Query messages, the points where a client waits for the server: for its
+ReadyForQuery, or (asyncpg's Parse, Describe, Flush) for a statement's description. A statement
+that is parsed and described first (asyncpg's first use of a statement on a connection, and
+every use behind a transaction pooler, where it caches none) costs that round trip more; the
+counts are taken after a warm-up, so caches are warm.
 """
 
 from __future__ import annotations
@@ -123,4 +125,4 @@ def statements(counts: Counter[str]) -> int:
 
 
 def round_trips(counts: Counter[str]) -> int:
-    return counts["S"] + counts["Q"]
+    return counts["S"] + counts["H"] + counts["Q"]

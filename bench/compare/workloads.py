@@ -21,7 +21,9 @@ TARGETS = ("baton", "postgraphile", "bare", "asyncpg")
 # Baton with `--baton-workers N` processes (N > 1), measured beside the one-process `baton`
 # target in the same sitting: the per-core comparison is `baton`'s, the scaled one this.
 SCALED = "baton-scaled"
-BATON_TARGETS = ("baton", SCALED)
+# The one-process Baton again with `--pooler`, its pool through PgBouncer in transaction mode.
+POOLED = "baton-pooler"
+BATON_TARGETS = ("baton", SCALED, POOLED)
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
 
 

@@ -14,12 +14,13 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import httpx
 import pytest
-from bench.compare import ceiling, postgraphile, postgraphile_sql, report, wire, wrk
+from bench.compare import ceiling, postgraphile, postgraphile_sql, report, targets, wire, wrk
 from bench.compare.procs import stop
 from bench.compare.run import Options, Row
 from bench.compare.seed import Seeded, reset_pools, seed
 from bench.compare.workloads import (
     MARK,
+    POOLED,
     SCALED,
     WORKLOADS,
     Workload,
@@ -30,6 +31,7 @@ from bench.compare.workloads import (
 
 from baton.store.db import Database, libpq_url
 from tests.conftest import LiveServer
+from tests.pgbouncer import pgbouncer_in_front
 from tests.tools import require
 
 TASKS, POOL, WARM = 400, 40, 10
@@ -272,3 +274,59 @@ def test_more_baton_workers_add_a_scaled_target_beside_the_single_process() -> N
     assert options.measured == ["baton", SCALED, "postgraphile"]
     options.baton_workers = 1
     assert options.measured == ["baton", "postgraphile"]
+
+
+def test_the_pooler_option_measures_baton_through_pgbouncer_beside_it() -> None:
+    options = Options(
+        tasks=10,
+        duration=1,
+        warmup=1,
+        repetitions=1,
+        workloads=["W1"],
+        targets=["baton", "postgraphile"],
+        concurrency=[1],
+        baton_workers=1,
+        database_url=None,
+        pooler=True,
+    )
+    assert options.measured == ["baton", POOLED, "postgraphile"]
+
+
+def test_the_pooler_table_prices_the_pooler_per_request() -> None:
+    direct = _row("baton", 1000, 0.9, 0.2)  # 0.90 + 0.20 ms per request
+    pooled = _row(POOLED, 800, 0.96, 0.24)  # 1.20 + 0.30 ms per request
+    pooled.pooler_cpu = 0.08  # 0.10 ms per request in PgBouncer
+    lines = report.pooler([direct, pooled, _row("postgraphile", 2000, 1.0, 0.6)]).splitlines()
+    assert len(lines) == 3, lines
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == [
+        "W2",
+        "32",
+        "1000 / 800",
+        "**0.80** (0.80)",
+        "1.00 / 1.00",
+        "0.90 / 1.20",
+        "0.10",
+        "0.20 / 0.30",
+        "1.10 / 1.60",
+        "+0.50",
+    ]
+
+
+async def test_the_pooled_target_answers_every_workload_through_pgbouncer(
+    server_url: str, database_url: str, world: Seeded, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    with pgbouncer_in_front(server_url, pool_size=4) as bouncer:
+        before = bouncer.transactions(database_url.split("?")[0].rsplit("/", 1)[1])
+        server = targets.start_baton(
+            bouncer.url(database_url), tmp_path / "pooled.log", 1, direct_url=database_url
+        )
+        try:
+            pooled = LiveServer(server.url, None, server.process)  # type: ignore[arg-type]
+            for name, w in workloads(world, 6000).items():
+                value = value_at(w.values, 1, 2, 1)  # not the ids the other tests took
+                answer = await _baton(pooled, tokens[w.who], w, value)
+                assert w.expect.strip('"') in json.dumps(answer), (name, answer)
+        finally:
+            stop(server)
+        assert bouncer.transactions(database_url.split("?")[0].rsplit("/", 1)[1]) > before
