@@ -160,3 +160,28 @@ async def _until_waiting(db: Database, task: asyncio.Task[object]) -> None:
         if task.done() or await db.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
             return
         await asyncio.sleep(0.1)
+
+
+async def test_a_sweep_vacuums_a_table_once_it_removed_a_hundredth_of_it(place: Place) -> None:
+    async def vacuumed() -> datetime | None:
+        found: datetime | None = await place.db.fetchval(
+            "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'task_events'"
+        )
+        return found
+
+    retention = Retention(place.db, KEEP.total_seconds(), url=place.url, holder="vacuums")
+    retention.unvacuumed["task_events"] = 0
+    before = await vacuumed()
+    ids = await _old_finished(place, 2)  # a dozen events: far from a hundredth
+    swept = await retention.sweep()
+    assert swept is not None and swept.events["task"] >= 12
+    assert await vacuumed() == before
+    assert retention.unvacuumed["task_events"] >= 12
+    # Past the share: the next sweep vacuums, and starts counting again.
+    retention.unvacuumed["task_events"] = 10**9
+    ids += await _old_finished(place, 1)
+    await retention.sweep()
+    after = await vacuumed()
+    assert after is not None and (before is None or after > before)
+    assert "task_events" not in retention.unvacuumed
+    assert await _left(place.db, ids) == 0

@@ -5,9 +5,10 @@ With a period set, every `baton serve` process looks now and then (`Retention.ru
 finished work is due; one of them at a time (the lease of `baton.store.retention`) removes every
 task and run that reached a terminal state longer ago than the period, in batches of
 `batch` subjects, one short transaction each, pausing between batches `pace` times as long as
-the last one took, so moves never queue behind it. Then it vacuums the tables it removed from, as
-autovacuum would (throttled, skipping a table another vacuum holds), so their space is reused
-by what is written next instead of the files growing.
+the last one took, so moves never queue behind it. Once it has removed a hundredth of a table's
+rows since it last vacuumed it, it vacuums it, as autovacuum would (throttled, skipping a table
+another vacuum holds), so their space is reused by what is written next instead of the files
+growing (autovacuum would wait for a fifth of the table).
 
 Open work is never removed, however old; nor a finished task that a run names or an open task
 depends on. A removed task's id is free again: a hand-off with the same client id makes a new
@@ -54,6 +55,11 @@ BATCH = 200  # subjects removed per transaction (about 20 ms for 200 tasks and t
 PACE = 3.0
 MIN_PAUSE = 0.005
 LEASE_SECONDS = 60.0  # the sweeper's lease, renewed by every batch
+# A table is vacuumed once the rows this process removed from it since its last vacuum reach
+# this share of its rows (and this many at least): what is freed is reused soon, and a sweep
+# of a few rows does not scan a large table's indexes.
+VACUUM_SHARE = 0.01
+VACUUM_ROWS = 1000
 LOGS = {"task": TASKS, "run": RUNS}
 
 REMOVED = Counter(
@@ -94,17 +100,19 @@ class Swept:
     def anything(self) -> bool:
         return any(self.subjects.values())
 
-    def tables(self) -> list[str]:
-        """The tables rows were deleted from, to vacuum."""
-        found: list[str] = []
+    def rows(self) -> dict[str, int]:
+        """The rows deleted, by table (a run's lease counted with its run)."""
+        found: dict[str, int] = {}
         for name, layout in LOGS.items():
-            if self.subjects[name]:
-                found += [layout.events, layout.table]
-        if self.subjects["run"]:
-            found.append("run_leases")
-        if self.deliveries:
-            found.append("webhook_deliveries")
-        return found
+            found[layout.events] = self.events[name]
+            found[layout.table] = self.subjects[name]
+        found["run_leases"] = self.subjects["run"]
+        found["webhook_deliveries"] = self.deliveries
+        return {table: rows for table, rows in found.items() if rows}
+
+    def tables(self) -> list[str]:
+        """The tables rows were deleted from."""
+        return list(self.rows())
 
 
 class Retention:
@@ -130,6 +138,8 @@ class Retention:
         self.min_pause = min_pause
         # Names this process's lease; new on every start, as the webhook worker's.
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        # Rows this process removed from each table since it last vacuumed it.
+        self.unvacuumed: dict[str, int] = {}
 
     # --- cursors --------------------------------------------------------------------------
 
@@ -190,8 +200,30 @@ class Retention:
                 cutoff.isoformat(timespec="seconds"),
             )
             if self.url is not None:
-                await self.vacuum(swept.tables())
+                await self._vacuum_due(swept)
         return swept
+
+    async def _vacuum_due(self, swept: Swept) -> None:
+        """Vacuum the tables whose removed rows since their last vacuum are due (`VACUUM_SHARE`
+        of their rows, `VACUUM_ROWS` at least)."""
+        for table, rows in swept.rows().items():
+            self.unvacuumed[table] = self.unvacuumed.get(table, 0) + rows
+        async with self.db.connection() as conn:
+            sizes = await conn.fetch(
+                "SELECT relname, reltuples FROM pg_class WHERE relname = ANY($1::text[]) "
+                "AND relnamespace = to_regnamespace(current_schema())",
+                list(self.unvacuumed),
+            )
+        rows_of = {r["relname"]: max(0.0, float(r["reltuples"])) for r in sizes}
+        due = [
+            table
+            for table, removed in self.unvacuumed.items()
+            if removed >= max(VACUUM_ROWS, VACUUM_SHARE * rows_of.get(table, 0.0))
+        ]
+        if due:
+            await self.vacuum(due)
+            for table in due:
+                del self.unvacuumed[table]
 
     async def _sweep(self, layout: Layout, name: str, cutoff: datetime, swept: Swept) -> bool:
         """Remove `layout`'s subjects due, batch by batch; False when the lease was lost."""
