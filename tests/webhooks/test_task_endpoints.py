@@ -424,3 +424,34 @@ async def test_a_config_of_a_format_the_process_does_not_write_fails_and_backs_o
         kept = await store.deliveries(db, [made.id], 10, None, None)
         assert "this process writes no a2a messages" in (kept[made.id][0].last_error or "")
         assert receiver.got["/unwritten"] == []
+
+
+async def test_a_config_disabled_by_its_receiver_resumes_where_it_stopped_when_made_again(
+    running: Deliveries, world: World, receiver: Receiver
+) -> None:
+    task = await world.hand_off()
+    who = owner(world.req_owner)
+    receiver.status["/gone"] = 410
+    made = await running.webhooks.create_for_task(
+        who, task.id, config_id="c", url=receiver.at("/gone")
+    )
+    await world.move(task, MoveName.ACCEPT)
+    (accepted,) = await task_events_after(running, task.id, made.task_cursor)
+
+    async def disabled() -> EndpointRecord | None:
+        found = await running.webhooks.for_task(who, task.id, "c")
+        return None if found.enabled else found
+
+    stopped = await eventually(disabled)
+    assert stopped.disabled_reason == "the receiver answered 410 Gone" and not stopped.ended
+    # A disabled config is not live: it takes no room, and gets nothing.
+    async with running.db.connection() as conn:
+        live, on_task = await store.task_endpoint_counts(conn, world.req_owner, task.id)
+    assert (live, on_task) == (0, 1)
+
+    again = await running.webhooks.create_for_task(
+        who, task.id, config_id="c", url=receiver.at("/back")
+    )
+    assert again.id == made.id and again.enabled and again.failures == 0
+    (message,) = await receiver.wait_for("/back", 1)
+    assert orjson.loads(message.body)["event"] == accepted  # the event it stopped at
