@@ -17,7 +17,8 @@ the rounds. Server CPU is the whole `baton serve` process's, from /proc.
    - MCP over Streamable HTTP, the official SDK's client (2026-07-28 era): the `handOff` tool;
    - A2A JSON-RPC `SendMessage` and A2A HTTP+JSON `POST /message:send` to the assignee's card
      base, with `returnImmediately` (the answer is the task as the gate left it; a blocking call
-     would wait on a worker) and the message's `messageId` as the client id.
+     would wait on a worker), a message id of its own per call (the door derives the task's
+     client id from it), the text part the task and a data part the packet's other fields.
    Reported: p50 latency and server CPU per call, and each over GraphQL's.
 2. **A streamed event**: on a working task, `--events` checkpoints (`saveCheckpoint` over
    GraphQL, one after another) with no subscriber, then the same with `--subscribers` streams
