@@ -35,8 +35,7 @@ def a2a_js_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """@a2a-js/sdk installed with `npm ci` from the lock file into a temporary folder, the
     script that drives it beside its node_modules. Without Node, npm or the registry the tests
     skip, except under CI, where that is a failure."""
-    require("node", "apt-get install nodejs")
-    npm = require("npm", "apt-get install npm")
+    npm = require("npm", "apt-get install npm")  # Debian's npm brings Node with it
     folder = tmp_path_factory.mktemp("a2a-js")
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(PACKAGE / name, folder / name)
@@ -84,7 +83,7 @@ async def run_client(
     script: Path, card_url: str, token: str, binding: str, message: dict[str, Any]
 ) -> AsyncIterator[NodeClient]:
     process = await asyncio.create_subprocess_exec(
-        require("node", "apt-get install nodejs"),
+        "node",
         str(script),
         card_url,
         token,
