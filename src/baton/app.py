@@ -23,7 +23,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from baton.a2a.handler import BatonHandler
 from baton.a2a.http import A2ADoor
 from baton.access import tokens as api_tokens
 from baton.access.grants import TokenCache, bearer
@@ -128,6 +127,7 @@ class Front:
         *,
         sse: GraphQLSSE | None = None,
         a2a: ASGIApp | None = None,
+        on_stop: tuple[Callable[[], None], ...] = (),
         access_log: bool = False,
     ) -> None:
         self.http = http
@@ -136,6 +136,7 @@ class Front:
         self.mcp = mcp
         self.sse = sse
         self.a2a = a2a
+        self.on_stop = on_stop
         self.access_log = access_log
         # With BATON_METRICS_ADDRESS, the (host, port) that alone serves /metrics.
         self.metrics_at = metrics_at
@@ -144,6 +145,8 @@ class Front:
         """Called by the server's signal handler as it begins to stop."""
         if self.sse is not None:
             self.sse.stop_soon()
+        for stop in self.on_stop:
+            stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -395,15 +398,11 @@ def create_app(
     def metered(app: ASGIApp, render: Render = graphql_envelope, effects: bool = False) -> ASGIApp:
         return Metered(app, ledger, tokens, render, effects=effects)
 
-    a2a = metered(
-        A2ADoor(
-            BatonHandler(context, lambda: TaskContexts(runtime["current"].db)),
-            tokens,
-            max_body_bytes=settings.max_body_bytes,
-        ),
-        jsonrpc_envelope,
-        effects=True,  # a message hands a task off or moves it
+    a2a_door = A2ADoor.from_settings(
+        settings, tokens, context, lambda: TaskContexts(runtime["current"].db)
     )
+    # A message hands a task off or moves it: refused before it runs, never after.
+    a2a = metered(a2a_door, jsonrpc_envelope, effects=True)
     stream_limits = StreamLimits(
         keep_alive=settings.sse_keep_alive_seconds,
         max_streams=settings.sse_max_streams,
@@ -421,5 +420,12 @@ def create_app(
     )
     sse = GraphQLSSE(engine, tokens, context, stream_limits, ledger)
     if traced is not None:
-        return TracedFront(*doors, sse=sse, a2a=a2a, access_log=access_log, middleware=traced)
-    return Front(*doors, sse=sse, a2a=a2a, access_log=access_log)
+        return TracedFront(
+            *doors,
+            sse=sse,
+            a2a=a2a,
+            on_stop=(a2a_door.stop_soon,),
+            access_log=access_log,
+            middleware=traced,
+        )
+    return Front(*doors, sse=sse, a2a=a2a, on_stop=(a2a_door.stop_soon,), access_log=access_log)

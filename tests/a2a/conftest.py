@@ -5,8 +5,10 @@ side of a hand-off (the assignee working, the owner approving)."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,7 +30,8 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 
-from tests.conftest import LiveServer
+from baton.store.db import Database
+from tests.conftest import LiveServer, start_server, stop_server
 from tests.live.client import HTTPClient
 
 BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
@@ -151,3 +154,31 @@ async def graphql_as(server: LiveServer, principal: Any) -> AsyncIterator[HTTPCl
         yield client
     finally:
         await client.aclose()
+
+
+# --- a server with small stream bounds -----------------------------------------------------
+
+# The bounds of `bounded_server`: small enough for a test to reach them.
+LIMITS = {
+    "BATON_TOKEN_CHECK_SECONDS": "1",
+    "BATON_SSE_KEEP_ALIVE_SECONDS": "0.3",
+    "BATON_SSE_MAX_STREAMS": "5",
+    "BATON_SSE_MAX_STREAMS_PER_TOKEN": "3",
+    "BATON_SSE_MAX_QUEUED_BYTES": "65536",
+}
+
+
+@dataclass
+class BoundedServer(LiveServer):
+    log: Path = Path()  # what the server logs (warnings and up)
+
+
+@pytest.fixture(scope="session")
+def bounded_server(
+    database_url: str, db: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BoundedServer]:
+    """`baton serve` with the stream bounds of `LIMITS`."""
+    log = tmp_path_factory.mktemp("a2a-bounded") / "serve.log"
+    url, process = start_server({"BATON_DATABASE_URL": database_url, **LIMITS}, log)
+    yield BoundedServer(url, db, process, log)
+    stop_server(process)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
@@ -57,8 +58,9 @@ from a2a.utils.errors import (
 from a2a.utils.proto_utils import validate_proto_required_fields
 from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]  # no stubs
 
-from baton.a2a import mapping, push
+from baton.a2a import frames, mapping, push
 from baton.a2a.errors import UNAVAILABLE, refusal, to_a2a, unexpected
+from baton.a2a.frames import Frame
 from baton.access.principals import Principal
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.errors import BatonError, InvalidInput, NotFound
@@ -82,6 +84,9 @@ BLOCKING_SECONDS: Final = 30.0
 SNAPSHOT_TRIES: Final = 5
 
 ContextFactory = Callable[[Principal], Context]
+# A place among the streams of a token (`baton.a2a.streams.Streams.place`), held while a
+# blocking SendMessage waits on the task: False when none is free (it then answers at once).
+Places = Callable[[str], AbstractContextManager[bool]]
 
 
 @dataclass
@@ -102,39 +107,6 @@ def call_of(context: ServerCallContext) -> Call:
     return call
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One update of a stream and the id a client resumes after: an event's last update has
-    the event's id `N`, its others `N.k` (k from 0); the Task first has its newest event's."""
-
-    id: str
-    response: StreamResponse
-
-
-def frame_id(event_id: int, index: int, count: int) -> str:
-    return str(event_id) if index == count - 1 else f"{event_id}.{index}"
-
-
-def parse_frame_id(value: str) -> tuple[int, int | None]:
-    """A resumption point: (event id, the index of the last update seen of it; None: all)."""
-    head, dot, tail = value.strip().partition(".")
-    try:
-        event_id, index = int(head), int(tail) if dot else None
-    except ValueError:
-        raise InvalidInput("Last-Event-ID", "is not an event id this server sent") from None
-    if event_id < 0 or (index is not None and index < 0):
-        raise InvalidInput("Last-Event-ID", "is not an event id this server sent")
-    return event_id, index
-
-
-def payload(response: StreamResponse) -> Event:
-    """What a stream response carries, as the SDK's dispatchers take it."""
-    kind = response.WhichOneof("payload")
-    assert kind is not None
-    event: Event = getattr(response, kind)
-    return event
-
-
 def _settled(state: A2AState) -> bool:
     return state in mapping.TERMINAL or state in mapping.INTERRUPTED
 
@@ -146,10 +118,12 @@ class BatonHandler(RequestHandler):
         contexts: Callable[[], TaskContexts],
         *,
         blocking_seconds: float = BLOCKING_SECONDS,
+        places: Places | None = None,
     ) -> None:
         self.context = context
         self.contexts = contexts
         self.blocking_seconds = blocking_seconds
+        self.places = places
 
     # --- the door's rules, around every operation ---------------------------------------------
 
@@ -401,9 +375,20 @@ class BatonHandler(RequestHandler):
     async def _until_settled(
         self, call: Call, ctx: Context, task: TaskRecord, newest: list[EventRecord]
     ) -> tuple[TaskRecord, list[EventRecord]]:
-        """The task once it is final or interrupted, or as it is after `blocking_seconds`."""
+        """The task once it is final or interrupted, or as it is after `blocking_seconds`;
+        at once when the token has no stream place free to wait in."""
         if _settled(mapping.state_of(task)) or not newest or self.blocking_seconds <= 0:
             return task, newest
+        if self.places is None:
+            return await self._wait(call, ctx, task, newest)
+        with self.places(call.token) as held:
+            if not held:
+                return task, newest
+            return await self._wait(call, ctx, task, newest)
+
+    async def _wait(
+        self, call: Call, ctx: Context, task: TaskRecord, newest: list[EventRecord]
+    ) -> tuple[TaskRecord, list[EventRecord]]:
         where = EventFilter(task_ids=frozenset({task.id}))
         stream = _closable(ctx.events.stream(call.principal, where, newest[-1].id))
         with contextlib.suppress(TimeoutError):
@@ -443,7 +428,7 @@ class BatonHandler(RequestHandler):
         resume is refused (UnsupportedOperationError)."""
         with self._answering(call):
             ctx = self.context(call.principal)
-            after = parse_frame_id(last_event_id) if last_event_id else None
+            after = frames.parse_id(last_event_id) if last_event_id else None
             task = await self._visible(call, ctx, task_id)
             kept = (await self.contexts().of([task.id])).get(task.id)
             context_id = kept.context_id if kept is not None else task.id
@@ -499,11 +484,10 @@ class BatonHandler(RequestHandler):
         try:
             async with contextlib.aclosing(stream):
                 async for event in stream:
-                    updates = mapping.updates_of(event, context_id)
-                    for index, update in enumerate(updates):
+                    for index, frame in enumerate(frames.of(event, context_id)):
                         if event.id == after and seen is not None and index <= seen:
                             continue
-                        yield Frame(frame_id(event.id, index, len(updates)), update)
+                        yield frame
                     if HANDOFF.is_terminal(event.task.state):
                         return
         except BatonError as exc:
@@ -514,20 +498,20 @@ class BatonHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        frames = await self.send_frames(call_of(context), params)
-        async with contextlib.aclosing(frames):
-            async for frame in frames:
-                yield payload(frame.response)
+        stream = await self.send_frames(call_of(context), params)
+        async with contextlib.aclosing(stream):
+            async for frame in stream:
+                yield frame.payload
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
         _required(params)
         call = call_of(context)
-        frames = await self.subscribe_frames(call, params.id, call.last_event_id)
-        async with contextlib.aclosing(frames):
-            async for frame in frames:
-                yield payload(frame.response)
+        stream = await self.subscribe_frames(call, params.id, call.last_event_id)
+        async with contextlib.aclosing(stream):
+            async for frame in stream:
+                yield frame.payload
 
     # --- push notification configs (baton.a2a.push) --------------------------------------------
 

@@ -21,6 +21,8 @@ whose database call found the database away is answered 503 with Retry-After.
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -31,7 +33,8 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict, bui
 from a2a.server.routes.common import ServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.routes.rest_routes import create_rest_routes
-from a2a.types.a2a_pb2 import AgentCard
+from a2a.types.a2a_pb2 import AgentCard, SendMessageRequest, SubscribeToTaskRequest
+from a2a.utils.constants import PROTOCOL_VERSION_1_0
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE, build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
@@ -40,17 +43,25 @@ from a2a.utils.errors import (
     InvalidRequestError,
     JSONParseError,
 )
+from a2a.utils.version_validator import validate_version
+
+# protobuf ships no types for json_format: ParseDict fills a message from decoded JSON.
+from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
 from baton.a2a import cards
-from baton.a2a.handler import STATE_KEY, BatonHandler, Call
+from baton.a2a.frames import Frame
+from baton.a2a.handler import STATE_KEY, BatonHandler, Call, ContextFactory
+from baton.a2a.streams import Refused, StreamLimits, Streams
 from baton.access.grants import TokenCache, bearer
 from baton.errors import InvalidInput, Unavailable
 from baton.inputs import check
 from baton.protocol.task_object import check_handle
+from baton.services.task_contexts import TaskContexts
+from baton.settings import Settings
 
 log = logging.getLogger("baton.a2a")
 
@@ -59,6 +70,10 @@ RETRY_AFTER: Final = (b"retry-after", b"2")
 CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="baton"')
 
 JSONRPC, REST = "jsonrpc", "rest"
+STREAMING_METHODS: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+# HTTP+JSON's streaming operations, with or without a tenant before them.
+MESSAGE_STREAM: Final = re.compile(r"(?:/[^/]+)?/message:stream")
+SUBSCRIBE: Final = re.compile(r"(?:/[^/]+)?/tasks/([^/]+):subscribe")
 
 
 class _Caller(User):
@@ -128,10 +143,12 @@ class A2ADoor:
         tokens: TokenCache,
         *,
         max_body_bytes: int,
+        streams: Streams,
     ) -> None:
         self.handler = handler
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
+        self.streams = streams
         contexts = _Contexts()
         jsonrpc = JsonRpcDispatcher(handler, context_builder=contexts)
         self.router = Router(
@@ -140,6 +157,32 @@ class A2ADoor:
                 *create_rest_routes(handler, context_builder=contexts),
             ]
         )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        tokens: TokenCache,
+        context: ContextFactory,
+        contexts: Callable[[], TaskContexts],
+    ) -> A2ADoor:
+        """The door as `baton serve` runs it: its streams held to GraphQL over SSE's bounds."""
+        streams = Streams(
+            tokens,
+            StreamLimits(
+                keep_alive=settings.sse_keep_alive_seconds,
+                max_streams=settings.sse_max_streams,
+                max_streams_per_token=settings.sse_max_streams_per_token,
+                max_queued_bytes=settings.sse_max_queued_bytes,
+                token_check=settings.token_check_seconds,
+            ),
+        )
+        handler = BatonHandler(context, contexts, places=streams.place)
+        return cls(handler, tokens, max_body_bytes=settings.max_body_bytes, streams=streams)
+
+    def stop_soon(self) -> None:
+        """The server is stopping: open streams end now (see `Streams.stop_soon`)."""
+        self.streams.stop_soon()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -225,7 +268,130 @@ class A2ADoor:
                 return
         call = Call(grant.principal, agent, token, _first(scope, b"last-event-id"))
         inner = {**scope, "path": rest, "raw_path": rest.encode(), "root_path": "", CALL_KEY: call}
+        if body.strip() and binding == JSONRPC:
+            streaming = isinstance(decoded, dict) and decoded.get("method") in STREAMING_METHODS
+        else:
+            streaming = bool(MESSAGE_STREAM.fullmatch(rest) or SUBSCRIBE.fullmatch(rest))
+        if streaming:
+            parsed = decoded if body.strip() else None
+            await self._stream(inner, receive, send, call, binding, parsed, request_id)
+            return
         await self.router(inner, _replay(body, receive), _unavailable_as_503(send, call))
+
+    # --- streams ------------------------------------------------------------------------
+
+    async def _stream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        call: Call,
+        binding: str,
+        decoded: Any,
+        request_id: Any,
+    ) -> None:
+        """SendStreamingMessage or SubscribeToTask, written here (`baton.a2a.streams`)."""
+        render, render_error = _renderers(binding, request_id)
+        try:
+            await _version(scope)
+            start = self._start(scope, call, binding, decoded)
+        except A2AError as error:
+            await _error_answer(send, binding, request_id, error, call)
+            return
+        try:
+            stream = self.streams.open(call.token, render_error)
+        except Refused as refused:
+            full = InvalidRequestError(refused.message, data={"code": refused.code})
+            status = "RESOURCE_EXHAUSTED" if refused.status == 429 else "UNAVAILABLE"
+            await _refuse(send, binding, request_id, full, refused.status, status, [RETRY_AFTER])
+            return
+        try:
+            frames = await start()
+        except A2AError as error:
+            self.streams.release(call.token, stream)
+            await _error_answer(send, binding, request_id, error, call)
+            return
+        except BaseException:
+            self.streams.release(call.token, stream)
+            raise
+        await self.streams.serve(call.token, stream, frames, render, receive, send)
+
+    def _start(self, scope: Scope, call: Call, binding: str, decoded: Any) -> Any:
+        """The operation a streaming request asks for, parsed (not run yet)."""
+        rest: str = scope["path"]
+        if binding == JSONRPC:
+            if not isinstance(decoded, dict) or decoded.get("jsonrpc") != "2.0":
+                raise InvalidRequestError(
+                    "Invalid request: 'jsonrpc' must be exactly '2.0'",
+                    data={"code": "invalid_input"},
+                )
+            method, params = decoded.get("method"), decoded.get("params", {})
+        else:
+            subscribed = SUBSCRIBE.fullmatch(rest)
+            method = "SubscribeToTask" if subscribed else "SendStreamingMessage"
+            params = {"id": subscribed.group(1)} if subscribed else (decoded or {})
+        if method == "SubscribeToTask":
+            task_id = _parsed(params, SubscribeToTaskRequest()).id
+            return lambda: self.handler.subscribe_frames(call, task_id, call.last_event_id)
+        message = _parsed(params, SendMessageRequest())
+        return lambda: self.handler.send_frames(call, message)
+
+
+def _parsed(params: Any, into: Any) -> Any:
+    """`params` (decoded JSON) as the protobuf message `into`, as the SDK parses them."""
+    try:
+        return ParseDict(params, into, ignore_unknown_fields=True)
+    except Exception as exc:  # ParseError, or a value of the wrong shape for the message
+        raise InvalidParamsError(
+            "the params are not the operation's",
+            data={"code": "invalid_input", "parseError": str(exc)},
+        ) from None
+
+
+@validate_version(PROTOCOL_VERSION_1_0)
+async def _versioned(context: ServerCallContext) -> None:
+    """Nothing: the SDK's check of the A2A-Version header, as its dispatchers make it."""
+
+
+async def _version(scope: Scope) -> None:
+    await _versioned(ServerCallContext(state={"headers": dict(Request(scope).headers)}))
+
+
+def _renderers(binding: str, request_id: Any) -> tuple[Callable[[Frame], bytes], Any]:
+    """How a stream writes an update and an error, in `binding`."""
+    if binding == JSONRPC:
+        head = b'{"jsonrpc":"2.0","id":' + orjson.dumps(request_id) + b',"result":'
+
+        def render(frame: Frame) -> bytes:
+            return b"id: " + frame.id.encode() + b"\ndata: " + head + frame.json + b"}\n\n"
+
+        def error(exc: A2AError) -> bytes:
+            body = orjson.dumps(build_error_response(request_id, exc))
+            return b"event: error\ndata: " + body + b"\n\n"
+
+        return render, error
+
+    def render_rest(frame: Frame) -> bytes:
+        return b"id: " + frame.id.encode() + b"\ndata: " + frame.json + b"\n\n"
+
+    def error_rest(exc: A2AError) -> bytes:
+        return b"event: error\ndata: " + orjson.dumps(build_rest_error_payload(exc)) + b"\n\n"
+
+    return render_rest, error_rest
+
+
+async def _error_answer(
+    send: Send, binding: str, request_id: Any, error: A2AError, call: Call
+) -> None:
+    """An operation's refusal before its stream began, as its binding answers one."""
+    headers = [RETRY_AFTER] if call.unavailable else []
+    if binding == JSONRPC:
+        body = build_error_response(request_id, error)
+        status = 503 if call.unavailable else 200
+    else:
+        body = build_rest_error_payload(error)
+        status = 503 if call.unavailable else int(body["error"]["code"])
+    await _json(send, status, body, headers)
 
 
 async def _body(receive: Receive, limit: int) -> bytes | None:
