@@ -36,7 +36,10 @@ async def test_a_seeded_day_is_removed_exactly_and_the_report_says_so(url: str) 
     try:
         seeded = await bench.seed(conn, EVENTS, DAYS)
         assert abs(seeded.events - EVENTS) < 10
-        assert seeded.open_tasks == seeded.tasks // bench.OPEN_EVERY
+        # The newest hundredth open, and one in a thousand of the rest.
+        assert seeded.recent == seeded.tasks // bench.RECENT_SHARE
+        older = seeded.tasks - seeded.recent
+        assert seeded.open_tasks == seeded.recent + older // bench.ABANDONED_EVERY
         states = dict(await conn.fetch("SELECT state, count(*) FROM tasks GROUP BY state"))
         assert states == {
             "working": seeded.open_tasks,
@@ -83,10 +86,15 @@ async def test_a_seeded_day_is_removed_exactly_and_the_report_says_so(url: str) 
     found.moves = [
         bench.Moves("moves", 100.0, 5.0, 10.0, 1000, 10.0),
         bench.Moves("moves while removing day 1", 90.0, 6.0, 12.0, 900, 10.0),
+        bench.Moves("moves", 100.0, 5.0, 8.0, 1000, 10.0),
+        bench.Moves("moves while removing day 1", 95.0, 6.0, 12.0, 950, 10.0, partial=True),
     ]
-    found.removals = [bench.Removal(1, swept, 1.5, 0.5)]
+    found.removals = [bench.Removal(1, swept.subjects["task"], swept.events["task"], 1.5, 0.5)]
     found.sizes = [("seeded", before), ("a day's new work written", after)]
     report = bench.report(found)
     assert "| moves while removing day 1 | 10 | 90 | 6.0 | 12.0 | 0.90 | 1.20 |" in report
+    assert "| moves while removing day 1 (ended within) | 10 | 95 |" in report
+    # The paired windows leave out the one the removal ended within.
+    assert "| moves while removing ÷ moves alone just before | 1 | 0.90 | 1.20 | 1.20 |" in report
     assert f"| day 1 | {swept.subjects['task']:,} | {swept.events['task']:,} |" in report
     assert "| seeded |" in report and "| a day's new work written |" in report
