@@ -160,6 +160,7 @@ def limits_table() -> str:
         *webhook_limits(s),
         *mcp_limits(s),
         *sse_limits(s),
+        *a2a_limits(s),
     ]
     lines = ["| limit | value | set by |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -325,6 +326,70 @@ def sse_limits(s: Settings) -> list[tuple[str, str, str]]:
             f"ended within {_seconds(s.token_check_seconds)} (an `unauthenticated` error, then "
             f"`complete`; a client that does not read them is cut off "
             f"{_seconds(CLOSE_GRACE_SECONDS)} later)",
+            "`BATON_TOKEN_CHECK_SECONDS`",
+        ),
+    ]
+
+
+def a2a_limits(s: Settings) -> list[tuple[str, str, str]]:
+    from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE, MAX_LIST_TASKS_PAGE_SIZE
+
+    from baton.a2a.handler import BLOCKING_SECONDS, MAX_HISTORY, MAX_PAGE_HISTORY
+    from baton.a2a.mapping import MAX_PARTS
+    from baton.a2a.streams import CLOSE_GRACE_SECONDS
+    from baton.services.task_contexts import MAX_ID_LENGTH
+
+    return [
+        ("A2A request body", f"{_size(s.max_body_bytes)}; past it 413", "`BATON_MAX_BODY_BYTES`"),
+        (
+            "parts of one A2A message",
+            f"{MAX_PARTS}; past it `InvalidParamsError`",
+            "`baton.a2a.mapping`",
+        ),
+        (
+            "an A2A `contextId` / `messageId` kept with a task",
+            f"{MAX_ID_LENGTH} characters",
+            "`baton.services.task_contexts`",
+        ),
+        (
+            "A2A ListTasks page (`pageSize`)",
+            f"default {DEFAULT_LIST_TASKS_PAGE_SIZE}, at most {MAX_LIST_TASKS_PAGE_SIZE}",
+            "`a2a.utils.constants`",
+        ),
+        (
+            "A2A history (`historyLength`)",
+            f"at most {MAX_HISTORY} messages per task, and pageSize x historyLength at most "
+            f"{MAX_PAGE_HISTORY} in one ListTasks",
+            "`baton.a2a.handler`",
+        ),
+        (
+            "a blocking A2A SendMessage",
+            f"answers within {_seconds(BLOCKING_SECONDS)}, the task as it is then; while it "
+            "waits it holds one of its token's A2A stream places (none free: it answers at once)",
+            "`baton.a2a.handler`",
+        ),
+        (
+            "A2A streams open at once",
+            f"{s.sse_max_streams:,} per process (past it 503) and {s.sse_max_streams_per_token} "
+            "per token (past it 429), with Retry-After, counted apart from GraphQL's",
+            "`BATON_SSE_MAX_STREAMS`, `BATON_SSE_MAX_STREAMS_PER_TOKEN`",
+        ),
+        (
+            "updates waiting for one A2A stream's client",
+            f"{_size(s.sse_max_queued_bytes)} besides the one being sent; past it the stream is "
+            f"dropped (an `error` event, `slow_reader`, if its client takes it within "
+            f"{_seconds(CLOSE_GRACE_SECONDS)}); it resumes with Last-Event-ID",
+            "`BATON_SSE_MAX_QUEUED_BYTES`",
+        ),
+        (
+            "a quiet A2A stream",
+            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} without updates",
+            "`BATON_SSE_KEEP_ALIVE_SECONDS`",
+        ),
+        (
+            "an A2A stream whose token is revoked or expires",
+            f"ended within {_seconds(s.token_check_seconds)} with an `error` event "
+            "(`unauthenticated`)",
             "`BATON_TOKEN_CHECK_SECONDS`",
         ),
     ]
