@@ -7,7 +7,8 @@ On one fresh database (an embedded PostgreSQL unless `--database-url` / BATON_BE
 names a server), each row is measured on a `baton serve` of its own, started for it and stopped
 after it, so that no door's work or warm caches count in another's process; rows are taken in
 turn, `--rounds` times, and the table gives each figure's median with its spread (min-max) over
-the rounds. Server CPU is the whole `baton serve` process's, from /proc.
+the rounds. Server CPU is the whole `baton serve` process's, from /proc. `--calls 0` or
+`--events 0` leaves out the hand-offs or the streams.
 
 1. **A hand-off** (SendMessage): `--calls` hand-offs one after another, each a new task from an
    agent to another agent of the same owner (the gate routes it), with the same packet and a
@@ -521,8 +522,8 @@ async def main_async(args: argparse.Namespace) -> int:
     async with bench_database(database, prefix="baton_bench_a2a") as (url, where):
         print(f"bench.a2a: database {where}", file=sys.stderr)
         await migrate.upgrade_url(url)
-        hand_offs = [d for d in HAND_OFF_DOORS if d in doors]
-        streams = [d for d in STREAM_DOORS if d in doors]
+        hand_offs = [d for d in HAND_OFF_DOORS if d in doors and args.calls > 0]
+        streams = [d for d in STREAM_DOORS if d in doors and args.events > 0]
 
         async def one_hand_off(door: str, server: Server) -> dict[str, float]:
             return await measure_hand_offs(door, server, url, args.calls)
@@ -532,21 +533,27 @@ async def main_async(args: argparse.Namespace) -> int:
 
         sent = await sitting(url, hand_offs, args.rounds, one_hand_off, "hand-offs")
         followed = await sitting(url, streams, args.rounds, one_stream, "streams")
-    print(f"\nA hand-off, {args.calls} calls one after another, median of {args.rounds} rounds:\n")
-    print(table(ratio_rows(sent, "graphql", "CPU µs/call", "door (hand-off)")))
-    print(
-        f"\nA streamed event: {args.events} checkpoints, {args.subscribers} streams on the task, "
-        f"median of {args.rounds} rounds:\n"
-    )
-    base = "graphql-sse" if "graphql-sse" in followed else streams[0]
-    print(table(ratio_rows(followed, base, "CPU µs/event", "stream")))
+    if sent:
+        print(
+            f"\nA hand-off, {args.calls} calls one after another, median of {args.rounds} rounds:"
+        )
+        print("\n" + table(ratio_rows(sent, "graphql", "CPU µs/call", "door (hand-off)")))
+    if followed:
+        print(
+            f"\nA streamed event: {args.events} checkpoints, {args.subscribers} streams on the "
+            f"task, median of {args.rounds} rounds:"
+        )
+        base = "graphql-sse" if "graphql-sse" in followed else streams[0]
+        print("\n" + table(ratio_rows(followed, base, "CPU µs/event", "stream")))
     return 0
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.a2a", description=__doc__.split("\n")[0])
-    p.add_argument("--calls", type=int, default=500, help="hand-offs per door and round")
-    p.add_argument("--events", type=int, default=200, help="checkpoints per stream measurement")
+    p.add_argument("--calls", type=int, default=500, help="hand-offs per door and round (0: none)")
+    p.add_argument(
+        "--events", type=int, default=200, help="checkpoints per stream measurement (0: none)"
+    )
     p.add_argument("--subscribers", type=int, default=20, help="streams following the task")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--doors", default=",".join(dict.fromkeys(HAND_OFF_DOORS + STREAM_DOORS)))
