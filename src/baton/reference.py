@@ -383,7 +383,8 @@ def a2a_limits(s: Settings) -> list[tuple[str, str, str]]:
         ),
         (
             "a quiet A2A stream",
-            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} without updates",
+            f"a comment line after {_seconds(s.sse_keep_alive_seconds)} to "
+            f"{_seconds(s.sse_keep_alive_seconds * 1.5)} without updates",
             "`BATON_SSE_KEEP_ALIVE_SECONDS`",
         ),
         (

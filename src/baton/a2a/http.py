@@ -363,7 +363,7 @@ def _renderers(binding: str, request_id: Any) -> tuple[Callable[[Frame], bytes],
         head = b'{"jsonrpc":"2.0","id":' + orjson.dumps(request_id) + b',"result":'
 
         def render(frame: Frame) -> bytes:
-            return b"id: " + frame.id.encode() + b"\ndata: " + head + frame.json + b"}\n\n"
+            return b"".join((b"id: ", frame.id.encode(), b"\ndata: ", head, frame.json, b"}\n\n"))
 
         def error(exc: A2AError) -> bytes:
             body = orjson.dumps(build_error_response(request_id, exc))
@@ -372,7 +372,7 @@ def _renderers(binding: str, request_id: Any) -> tuple[Callable[[Frame], bytes],
         return render, error
 
     def render_rest(frame: Frame) -> bytes:
-        return b"id: " + frame.id.encode() + b"\ndata: " + frame.json + b"\n\n"
+        return b"".join((b"id: ", frame.id.encode(), b"\ndata: ", frame.json, b"\n\n"))
 
     def error_rest(exc: A2AError) -> bytes:
         return b"event: error\ndata: " + orjson.dumps(build_rest_error_payload(exc)) + b"\n\n"

@@ -18,7 +18,8 @@ Bounds, with GraphQL over SSE's settings, counted apart from its streams:
   (`Metered`, around the door);
 - a token that stops working ends its streams within BATON_TOKEN_CHECK_SECONDS (one re-check
   of every open stream's token per period): an `error` event with code `unauthenticated`;
-- a quiet stream gets a comment line every BATON_SSE_KEEP_ALIVE_SECONDS;
+- a quiet stream gets a comment line after BATON_SSE_KEEP_ALIVE_SECONDS to half as long again
+  without updates (one timer for every stream of the process);
 - a server that stops ends its streams with no error: their clients resume, with
   `Last-Event-ID`, from another process or this one once it is back.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
@@ -89,6 +91,7 @@ class _Stream:
         self.ending: bytes | None = None  # written last; then the body ends
         self.closing = asyncio.Event()  # ended by the server: drop, revocation, stop
         self.dropped = False
+        self.written_at = time.monotonic()  # the last write, for keep-alive comments
 
     def put(self, frame: bytes) -> bool:
         """Queue `frame`; False (and the stream is dropped) past the limit. One frame always
@@ -150,6 +153,7 @@ class Streams:
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._keep_alive: asyncio.Task[None] | None = None
 
     # --- places -------------------------------------------------------------------------
 
@@ -225,6 +229,8 @@ class Streams:
         self._streams.add(stream)
         if self.stopping:
             stream.close(b"", keep=True)
+        if self._keep_alive is None or self._keep_alive.done():
+            self._keep_alive = asyncio.create_task(self._keep_quiet_streams_alive())
         producer = asyncio.create_task(_produce(stream, frames, render))
         writer = asyncio.create_task(self._write(stream, send))
         gone = asyncio.create_task(_disconnected(receive))
@@ -248,24 +254,34 @@ class Streams:
             self._give_back(token, stream)
 
     async def _write(self, stream: _Stream, send: Send) -> None:
-        """Write what the stream queues as it comes, a comment while it is quiet, and end
-        the body once it is over."""
+        """Write what the stream queues as it comes, and end the body once it is over."""
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-        quiet = self.limits.keep_alive
         while True:
             if stream.queue:
                 await _body(send, stream.take(), more=True)
+                stream.written_at = time.monotonic()
             elif stream.ending is not None:
                 await _body(send, stream.ending, more=False)
                 return
             else:
                 stream.wake.clear()
                 if not stream.queue and stream.ending is None:
-                    try:
-                        async with asyncio.timeout(quiet):
-                            await stream.wake.wait()
-                    except TimeoutError:
-                        await _body(send, KEEP_ALIVE, more=True)
+                    await stream.wake.wait()
+
+    async def _keep_quiet_streams_alive(self) -> None:
+        """One timer for every stream of the process (one per stream would be set again for
+        each update): a stream quiet for the keep-alive period gets a comment, within half a
+        period more."""
+        period = self.limits.keep_alive
+        while self._streams:
+            await asyncio.sleep(period / 2)
+            quiet = time.monotonic() - period
+            for stream in list(self._streams):
+                if stream.written_at <= quiet and not stream.queue and stream.ending is None:
+                    stream.queue.append(KEEP_ALIVE)
+                    stream.queued += len(KEEP_ALIVE)
+                    stream.written_at = time.monotonic()
+                    stream.wake.set()
 
     # --- ending -------------------------------------------------------------------------
 
@@ -315,11 +331,12 @@ class Streams:
 async def _produce(stream: _Stream, frames: AsyncGenerator[Frame, None], render: Render) -> None:
     try:
         async for frame in frames:
+            if stream.queue:
+                # The writer's turn first: a replay reads events faster than any client takes
+                # them, and what the writer has handed to the connection waits here no more.
+                await asyncio.sleep(0)
             if not stream.put(render(frame)):
                 return
-            # The writer's turn: a replay reads events faster than any client takes them,
-            # and what the writer has handed to the connection no longer waits here.
-            await asyncio.sleep(0)
         stream.end()
     except asyncio.CancelledError:
         raise
