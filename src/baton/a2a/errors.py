@@ -8,6 +8,7 @@ knows Baton can tell apart what A2A's few error types lump together:
 | --- | --- |
 | `not_found` (missing and hidden tasks alike) | TaskNotFoundError (-32001, 404) |
 | `invalid_input`, `duplicate` (a reused message id) | InvalidParamsError (-32602, 400) |
+| `cursor_expired` (a stream below what is kept) | InvalidParamsError (-32602, 400) |
 | `invalid_state` (not open now), `version_conflict` | UnsupportedOperationError (-32004, 400) |
 | `forbidden` (the task is seen, the move another's) | InvalidRequestError (-32600, 400) |
 | `unavailable` (the database cannot answer now) | InternalError (-32603); HTTP 503, Retry-After |
@@ -38,6 +39,7 @@ _BY_CODE: dict[str, type[A2AError]] = {
     "not_found": TaskNotFoundError,
     "invalid_input": InvalidParamsError,
     "duplicate": InvalidParamsError,
+    "cursor_expired": InvalidParamsError,
     "invalid_state": UnsupportedOperationError,
     "version_conflict": UnsupportedOperationError,
     "forbidden": InvalidRequestError,

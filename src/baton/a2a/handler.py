@@ -390,7 +390,8 @@ class BatonHandler(RequestHandler):
         self, call: Call, ctx: Context, task: TaskRecord, newest: list[EventRecord]
     ) -> tuple[TaskRecord, list[EventRecord]]:
         where = EventFilter(task_ids=frozenset({task.id}))
-        stream = _closable(ctx.events.stream(call.principal, where, newest[-1].id))
+        # One task's events, removed only with it: the log's floor does not concern them.
+        stream = _closable(ctx.events.stream(call.principal, where, newest[-1].id, expires=False))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.blocking_seconds), contextlib.aclosing(stream):
                 async for event in stream:
@@ -480,7 +481,9 @@ class BatonHandler(RequestHandler):
                 return
         cursor = after - 1 if seen is not None else after
         where = EventFilter(task_ids=frozenset({task.id}))
-        stream = _closable(ctx.events.stream(call.principal, where, cursor))
+        # One task's events go only with the task: a cursor below the log's floor (other
+        # tasks removed since) still resumes it.
+        stream = _closable(ctx.events.stream(call.principal, where, cursor, expires=False))
         try:
             async with contextlib.aclosing(stream):
                 async for event in stream:
