@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from baton.a2a import push
 from baton.a2a.http import A2ADoor
 from baton.access import tokens as api_tokens
 from baton.access.grants import TokenCache, bearer
@@ -49,6 +50,7 @@ from baton.store import migrate
 from baton.store.db import Database, libpq_url, pool_share
 from baton.store.embedded import start_embedded
 from baton.store.records import EventRecord, RunEventRecord
+from baton.store.webhooks import PayloadFormat
 from baton.telemetry import logs, requests
 from baton.web.graphiql import asset_routes
 from baton.web.graphql_http import GraphQLHTTP
@@ -57,6 +59,7 @@ from baton.web.graphql_ws import GraphQLWS, SocketLimits
 from baton.web.metered import Metered, Render, graphql_envelope, jsonrpc_envelope
 from baton.web.outbound import Ledger
 from baton.web.sse_protocol import wants_event_stream
+from baton.webhooks.formats import Format
 from baton.webhooks.worker import DeliveryWorker, WorkerSettings
 
 log = logging.getLogger("baton")
@@ -303,6 +306,10 @@ def create_app(
                 concurrency=settings.webhook_concurrency,
                 poll_seconds=settings.poll_seconds,
             ),
+            # A2A push notifications: each update as A2A's StreamResponse (baton.a2a.push).
+            payload_formats={
+                PayloadFormat.A2A: Format(push.render, token_header=push.TOKEN_HEADER)
+            },
         )
         webhooks = WebhookService(db, box, policy, on_change=deliveries.wake)
         runtime["current"] = Runtime(db, service, runs, hub, run_hub, webhooks)
