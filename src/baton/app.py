@@ -39,6 +39,7 @@ from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.mcp.http import MCPDoor
 from baton.metrics import HTTP_REQUESTS, QUEUED_BYTES, REGISTRY, count
 from baton.services.context import Context
+from baton.services.retention import Retention
 from baton.services.runs import RunService
 from baton.services.task_contexts import TaskContexts
 from baton.services.tasks import TaskService
@@ -83,10 +84,17 @@ class Runtime:
     hub: EventHub[EventRecord]
     run_hub: EventHub[RunEventRecord]
     webhooks: WebhookService | None = None
+    retention: Retention | None = None
 
     def context(self, principal: Principal) -> Context:
         return Context(
-            principal, self.service, self.runs, self.hub, self.run_hub, webhooks=self.webhooks
+            principal,
+            self.service,
+            self.runs,
+            self.hub,
+            self.run_hub,
+            webhooks=self.webhooks,
+            retention=self.retention,
         )
 
 
@@ -312,16 +320,26 @@ def create_app(
             },
         )
         webhooks = WebhookService(db, box, policy, on_change=deliveries.wake)
-        runtime["current"] = Runtime(db, service, runs, hub, run_hub, webhooks)
+        # Finished work past BATON_RETENTION goes, one process at a time; its vacuum wants a
+        # session of its own (baton.services.retention).
+        retention = Retention(db, settings.retention_seconds, url=session_url)
+        removing = (
+            asyncio.create_task(retention.run(), name="baton-retention")
+            if settings.retention_seconds is not None
+            else None
+        )
+        runtime["current"] = Runtime(db, service, runs, hub, run_hub, webhooks, retention)
         await deliveries.start()
         try:
             async with mcp.run():
                 yield
         finally:
             await deliveries.stop()  # bounded: attempts in flight are cancelled, not awaited
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in (sweeper, removing):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await hub.stop()
             await run_hub.stop()
             with contextlib.suppress(Exception):  # bounded: a broker that hangs must not

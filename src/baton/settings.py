@@ -64,6 +64,8 @@ class Settings:
     database_pool_size: int = 16
     metrics_token: str | None = None
     metrics_address: tuple[str, int] | None = None
+    # Retention of finished work (baton.services.retention); None: everything is kept.
+    retention_seconds: float | None = None
     # Webhooks (baton.webhooks): kept together.
     webhook_allow_private: bool = False
     webhook_allow_http: bool = False
@@ -234,6 +236,25 @@ def address(name: str, raw: str) -> tuple[str, int]:
     if not sep or not host or number is None:
         raise ConfigError(name, f"must be HOST:PORT, e.g. 127.0.0.1:9100 (got {raw[:60]!r})")
     return host, number
+
+
+PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_PERIOD = re.compile(r"(?:\d{1,9}[smhdw])+")
+
+
+def period(name: str, raw: str) -> float:
+    """A period such as `90d`, `12h` or `1d12h`, in seconds (at least 1 s, at most 100 years)."""
+    value = raw.strip().lower()
+    if not _PERIOD.fullmatch(value):
+        raise ConfigError(
+            name, f"must be a period such as 90d, 12h, 30m or 1d12h (got {raw[:40]!r})"
+        )
+    seconds = sum(
+        int(count) * PERIOD_UNITS[unit] for count, unit in re.findall(r"(\d+)([smhdw])", value)
+    )
+    if not 1 <= seconds <= 100 * 365 * 86_400:
+        raise ConfigError(name, f"must be between 1s and 100 years (got {raw[:40]})")
+    return float(seconds)
 
 
 def flag(name: str, raw: str) -> bool:
@@ -486,6 +507,16 @@ VARIABLES = (
         "HOST:PORT to serve /metrics on instead of the main address (the token is still "
         "needed there)",
         address,
+    ),
+    Variable(
+        "BATON_RETENTION",
+        "retention_seconds",
+        "unset: keep everything",
+        "remove a task or run this long after it finished (completed, rejected, cancelled; a "
+        "run: completed), with its events, checkpoints and webhook deliveries, e.g. 90d or "
+        "12h; open work is never removed, and a stream cursor older than what is kept is "
+        "refused (cursor_expired)",
+        period,
     ),
     # --- webhooks ---
     Variable(

@@ -143,24 +143,44 @@ async function start(token) {
     }
   }, 300);
   setStatus("connecting");
-  const stream = follow(client, {
-    query: EVENTS,
-    after: await headCursor(api),
-    pick: (data) => data.taskEvents,
-    onEvent: (event) => {
-      activity.push(event);
-      if (activity.length > 200) activity.shift();
-      for (const fn of [...listeners]) fn(event);
-      if (inboxView.touchesInbox(meta, event)) countInbox();
-    },
-    onError: (errors) => {
-      setStatus("error");
-      console.error("taskEvents failed", errors);
-    },
-  });
-
   let unmount = null;
-  const route = async () => {
+  let route = async () => {};
+  const followFrom = (after) =>
+    follow(client, {
+      query: EVENTS,
+      after,
+      pick: (data) => data.taskEvents,
+      onEvent: (event) => {
+        activity.push(event);
+        if (activity.length > 200) activity.shift();
+        for (const fn of [...listeners]) fn(event);
+        if (inboxView.touchesInbox(meta, event)) countInbox();
+      },
+      onError: (errors) => {
+        if (errors.some((e) => e?.extensions?.code === "cursor_expired")) {
+          // Away so long that finished work after our cursor was removed (BATON_RETENTION):
+          // read everything again and follow from now, rather than miss what changed.
+          resync();
+          return;
+        }
+        setStatus("error");
+        console.error("taskEvents failed", errors);
+      },
+    });
+  let stream = followFrom(await headCursor(api));
+  async function resync() {
+    stream.stop();
+    try {
+      stream = followFrom(await headCursor(api));
+      countInbox();
+      await route();
+    } catch (error) {
+      setStatus("error");
+      console.error("taskEvents could not start again", error);
+    }
+  }
+
+  route = async () => {
     const [path, query] = (location.hash.slice(1) || "/board").split("?");
     const [name = "board", arg] = path.split("/").filter(Boolean);
     const params = new URLSearchParams(query ?? "");

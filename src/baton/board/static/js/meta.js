@@ -43,6 +43,7 @@ export class Meta {
       this.api.request(`query BoardMeta {
         viewer { kind handle owner }
         protocol { handoff { ${LIFECYCLE} } }
+        retention { keepSeconds }
       }`),
       this.type("Mutation"),
       this.type("Run"),
@@ -50,6 +51,8 @@ export class Meta {
     ]);
     this.viewer = data.viewer;
     this.handoff = data.protocol.handoff;
+    // How long finished work is kept (BATON_RETENTION), in seconds; null: for ever.
+    this.keepSeconds = data.retention.keepSeconds;
     this.mutations = new Map(mutation.fields.map((f) => [f.name, f]));
     // Pipeline runs light up once the server has them (API.md section 6).
     const lifecycles = protocolType.fields.map((f) => f.name);
@@ -76,6 +79,22 @@ export class Meta {
 
   async enumValues(name) {
     return ((await this.type(name))?.enumValues ?? []).map((v) => v.name);
+  }
+
+  // When a task that finished at `finishedAt` (its last change) is removed, or null if never.
+  removedAt(finishedAt) {
+    if (this.keepSeconds === null) return null;
+    return new Date(new Date(finishedAt).getTime() + this.keepSeconds * 1000).toISOString();
+  }
+
+  // The retention period in words: "90 days", "12 hours".
+  kept() {
+    const s = this.keepSeconds;
+    if (s === null) return null;
+    for (const [unit, size] of [["day", 86400], ["hour", 3600], ["minute", 60]]) {
+      if (s >= size && s % size === 0) return `${s / size} ${unit}${s === size ? "" : "s"}`;
+    }
+    return `${s} second${s === 1 ? "" : "s"}`;
   }
 
   state(name) {

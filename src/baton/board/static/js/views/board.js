@@ -100,10 +100,18 @@ export function mount(ctx, root, params) {
   const board = h("div", { class: "columns" });
   const activity = h("ol", { class: "activity", id: "activity" });
   for (const event of ctx.activity) activity.prepend(activityItem(ctx.meta, event));
+  const kept = ctx.meta.kept();
   root.replaceChildren(
     h("h1", { class: "visually-hidden" }, "Board"),
     form,
     message,
+    kept
+      ? h(
+          "p",
+          { class: "meta removal", id: "retention" },
+          `Finished tasks (completed, rejected, cancelled) are removed ${kept} after they finish, with their history; open tasks are kept however old.`,
+        )
+      : null,
     h(
       "div",
       { class: "board" },

@@ -45,6 +45,21 @@ function timelineItem(event) {
   );
 }
 
+// What a user loses and when: a finished task goes, with its history, once it has been
+// finished for the server's retention period (BATON_RETENTION).
+function removal(meta, task, state) {
+  if (!state.terminal) return null;
+  const at = meta.removedAt(task.updatedAt);
+  if (at === null) return null;
+  return h(
+    "p",
+    { class: "meta removal", id: "removal" },
+    `Finished work is kept ${meta.kept()}: this task, its history, checkpoints and result are removed on `,
+    h("time", { datetime: at }, when(at)),
+    ".",
+  );
+}
+
 export function mount(ctx, root, params, id) {
   let task = null;
   let closed = false;
@@ -149,7 +164,8 @@ export function mount(ctx, root, params, id) {
         { class: "moves", role: "group", "aria-label": "Moves you may make" },
         moves.length ? moves : h("p", { class: "empty" }, state.terminal ? "This task has ended." : "No move is yours to make now."),
       ),
-      acting,
+      // Nodes only: replaceChildren would write a null out as the text "null".
+      ...[acting, removal(ctx.meta, task, state)].filter(Boolean),
     );
     const p = task.packet;
     const cp = task.latestCheckpoint;
