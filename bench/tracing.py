@@ -204,7 +204,9 @@ async def sitting(
         base = next(
             r for r in rows if r["configuration"] == "off" and r["request"] == row["request"]
         )
-        row["CPU / off"] = f"{row['CPU µs/req (1)'] / base['CPU µs/req (1)']:.2f}"
+        # CPU time is counted in clock ticks: a short sitting may measure none.
+        off = base["CPU µs/req (1)"]
+        row["CPU / off"] = f"{row['CPU µs/req (1)'] / off:.2f}" if off > 0 else "n/a"
     order = [label for label, _, _ in configurations("", args.baseline)]
     rows.sort(key=lambda r: (r["request"] != "query", order.index(r["configuration"])))
     return rows
@@ -245,7 +247,9 @@ def medians(sittings: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         base = next(
             r for r in out if r["configuration"] == "off" and r["request"] == row["request"]
         )
-        row["CPU / off"] = f"{row['CPU µs/req (1)'] / base['CPU µs/req (1)']:.2f}"
+        # CPU time is counted in clock ticks: a short sitting may measure none.
+        off = base["CPU µs/req (1)"]
+        row["CPU / off"] = f"{row['CPU µs/req (1)'] / off:.2f}" if off > 0 else "n/a"
     return out
 
 
