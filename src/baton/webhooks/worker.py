@@ -678,19 +678,7 @@ class DeliveryWorker:
         answer, started = await self._send(endpoint, message, body)
         if answer is None:  # the endpoint changed: nothing was sent
             return [], state, True
-        done = [
-            Attempted(
-                log=log_name,
-                event_id=oldest,
-                message_id=message,
-                delivered=answer.delivered,
-                response_status=answer.status,
-                response_body=answer.body,
-                duration_ms=answer.duration_ms,
-                error=answer.error,
-                at=started,
-            )
-        ]
+        done = [_outbox_attempt(log_name, oldest, message, answer, started)]
         position = oldest if answer.delivered else cursor
         if log_name == "task":
             state = replace(state, task_cursor=position, task_acked=position)
@@ -729,19 +717,8 @@ class DeliveryWorker:
                 render_error = f"not rendered: {exc}"
         if render_error is not None:
             failure = attempt.Answer(False, None, None, render_error, 0)
-            done.append(
-                Attempted(
-                    log=log_name,
-                    event_id=ids[0],
-                    message_id=message_id(endpoint.id, log_name, ids[0]),
-                    delivered=False,
-                    response_status=None,
-                    response_body=None,
-                    duration_ms=0,
-                    error=render_error,
-                    at=datetime.now(UTC),
-                )
-            )
+            mid = message_id(endpoint.id, log_name, ids[0])
+            done.append(_outbox_attempt(log_name, ids[0], mid, failure, datetime.now(UTC)))
         short = withdrawn = ended = False
         # Nothing is sent after a render failure (`bodies` is empty then): it is the failure.
         for event_id, parts in zip(ids if render_error is None else [], bodies, strict=True):
@@ -759,19 +736,7 @@ class DeliveryWorker:
                 break
             answer, started = sent.answer, sent.started
             if answer is not None:  # None: the event had nothing to send
-                done.append(
-                    Attempted(
-                        log=log_name,
-                        event_id=event_id,
-                        message_id=mid,
-                        delivered=answer.delivered,
-                        response_status=answer.status,
-                        response_body=answer.body,
-                        duration_ms=answer.duration_ms,
-                        error=answer.error,
-                        at=started,
-                    )
-                )
+                done.append(_outbox_attempt(log_name, event_id, mid, answer, started))
                 if not answer.delivered:
                     failure = answer
                     break
@@ -800,6 +765,23 @@ class _Sent:
     answer: attempt.Answer | None
     started: datetime
     short: bool = False
+
+
+def _outbox_attempt(
+    log: str, event_id: int, message: str, answer: attempt.Answer, at: datetime
+) -> Attempted:
+    """The row of one attempt at an outbox message: what the receiver answered, and when."""
+    return Attempted(
+        log=log,
+        event_id=event_id,
+        message_id=message,
+        delivered=answer.delivered,
+        response_status=answer.status,
+        response_body=answer.body,
+        duration_ms=answer.duration_ms,
+        error=answer.error,
+        at=at,
+    )
 
 
 def _attempted(
