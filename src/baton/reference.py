@@ -334,7 +334,7 @@ def sse_limits(s: Settings) -> list[tuple[str, str, str]]:
 def a2a_limits(s: Settings) -> list[tuple[str, str, str]]:
     from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE, MAX_LIST_TASKS_PAGE_SIZE
 
-    from baton.a2a.handler import BLOCKING_SECONDS, MAX_HISTORY, MAX_PAGE_HISTORY
+    from baton.a2a.handler import MAX_HISTORY, MAX_PAGE_HISTORY
     from baton.a2a.mapping import MAX_PARTS
     from baton.a2a.streams import CLOSE_GRACE_SECONDS
     from baton.services.task_contexts import MAX_ID_LENGTH
@@ -364,9 +364,10 @@ def a2a_limits(s: Settings) -> list[tuple[str, str, str]]:
         ),
         (
             "a blocking A2A SendMessage",
-            f"answers within {_seconds(BLOCKING_SECONDS)}, the task as it is then; while it "
-            "waits it holds one of its token's A2A stream places (none free: it answers at once)",
-            "`baton.a2a.handler`",
+            f"answers within {_seconds(s.a2a_blocking_seconds)}, the task as it is then; while "
+            "it waits it holds one of its token's A2A stream places (none free: it answers at "
+            "once)",
+            "`BATON_A2A_BLOCKING_SECONDS`",
         ),
         (
             "A2A streams open at once",

@@ -87,6 +87,8 @@ class Settings:
     sse_max_streams: int = 10_000
     sse_max_streams_per_token: int = 100
     sse_max_queued_bytes: int = 1024 * 1024
+    # The A2A door (baton.a2a); its streams are held to the SSE bounds above.
+    a2a_blocking_seconds: float = 10.0
     # Logs and traces (baton.telemetry): kept together. Tracing is off unless OTEL_* say.
     log_format: str = "text"
     otel_sdk_disabled: bool = False
@@ -647,6 +649,15 @@ VARIABLES = (
         "bytes of events one stream may hold for a client that does not read them fast "
         "enough (besides the one being sent); past it the stream is dropped",
         number(int, 1024, 1024 * 1024 * 1024),
+    ),
+    # --- the A2A door ---
+    Variable(
+        "BATON_A2A_BLOCKING_SECONDS",
+        "a2a_blocking_seconds",
+        "10",
+        "the longest an A2A SendMessage without `returnImmediately` waits for its task to be "
+        "final or interrupted (then it answers with the task as it is); 0: it answers at once",
+        number(float, 0, 60),
     ),
     # --- logs and traces (baton.telemetry) ---
     Variable(

@@ -166,7 +166,8 @@ class A2ADoor:
         context: ContextFactory,
         contexts: Callable[[], TaskContexts],
     ) -> A2ADoor:
-        """The door as `baton serve` runs it: its streams held to GraphQL over SSE's bounds."""
+        """The door as `baton serve` runs it: its streams held to GraphQL over SSE's bounds, a
+        blocking SendMessage to BATON_A2A_BLOCKING_SECONDS."""
         streams = Streams(
             tokens,
             StreamLimits(
@@ -177,7 +178,12 @@ class A2ADoor:
                 token_check=settings.token_check_seconds,
             ),
         )
-        handler = BatonHandler(context, contexts, places=streams.place)
+        handler = BatonHandler(
+            context,
+            contexts,
+            blocking_seconds=settings.a2a_blocking_seconds,
+            places=streams.place,
+        )
         return cls(handler, tokens, max_body_bytes=settings.max_body_bytes, streams=streams)
 
     def stop_soon(self) -> None:
