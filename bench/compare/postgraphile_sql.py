@@ -11,12 +11,22 @@
   channel. `hand_off` also checks that the caller acts for the requester, is idempotent on its
   id like Baton's, and decides through the gate (the owner's rules, then the default: allow
   within one owner, ask across owners). What they leave out is said in bench/README.md.
+
+The authorization-free reference (`free_install_sql`) reads the same tables as their owner, to
+whom row-level security does not apply; its move is a plain function in a schema of its own
+(`FREE_SCHEMA`): one UPDATE guarded by the state only and one INSERT of the event, no lock and
+no notification.
 """
 
 from __future__ import annotations
 
 from baton.store.runs import RUN_APPEND_LOCK
 from baton.store.tasks import EVENT_APPEND_LOCK
+
+# The authorization-free reference's schema, and the moves it holds (under the names of the
+# equal-work ones in `public`, which its config hides).
+FREE_SCHEMA = "bench_free"
+FREE_MOVES = ("accept_task",)
 
 _KIND = "current_setting('baton.kind', true)"
 _HANDLE = "current_setting('baton.handle', true)"
@@ -88,6 +98,33 @@ def uninstall_sql(role: str) -> list[str]:
         f'DROP ROLE IF EXISTS "{role}"',
     ]
 
+
+def free_install_sql() -> list[str]:
+    """Statements that set up the authorization-free reference's moves."""
+    return [f"CREATE SCHEMA {FREE_SCHEMA}", _FREE_ACCEPT]
+
+
+def free_uninstall_sql() -> list[str]:
+    return [f"DROP SCHEMA IF EXISTS {FREE_SCHEMA} CASCADE"]
+
+
+# The event's actor is the assignee: with no principal, the one the move is for.
+_FREE_ACCEPT = f"""
+CREATE FUNCTION {FREE_SCHEMA}.accept_task(id text) RETURNS public.tasks
+LANGUAGE sql VOLATILE AS $$
+    WITH moved AS (
+        UPDATE public.tasks SET state = 'accepted', version = version + 1, updated_at = now()
+        WHERE tasks.id = accept_task.id AND tasks.state = 'routed'
+        RETURNING *
+    ), event AS (
+        INSERT INTO public.task_events (task_id, kind, move, from_state, to_state, actor,
+            version, at, waiting_on, result, latest_checkpoint)
+        SELECT id, 'moved', 'ACCEPT', 'routed', 'accepted', assignee, version, updated_at,
+            waiting_on, result, latest_checkpoint
+        FROM moved
+    )
+    SELECT * FROM moved
+$$"""
 
 _ACCEPT = f"""
 CREATE FUNCTION accept_task(id text) RETURNS tasks

@@ -7,12 +7,17 @@ import statistics
 from collections.abc import Sequence
 
 from .run import Outcome, Row
-from .workloads import POOLED, SCALED, TARGETS
+from .workloads import FREE, POOLED, SCALED, TARGETS
 
 ORDER = ("baton", POOLED, SCALED, *TARGETS[1:])  # the targets' order in the tables
 
 # Baton's throughput divided by each of these, per repetition and as the median.
-RATIOS = (("postgraphile", "PostGraphile"), ("bare", "bare"), ("asyncpg", "asyncpg"))
+RATIOS = (
+    ("postgraphile", "PostGraphile"),
+    (FREE, "PostGraphile, no authorization"),
+    ("bare", "bare"),
+    ("asyncpg", "asyncpg"),
+)
 
 
 def _ms(value: float | None) -> str:
@@ -120,20 +125,22 @@ def _cpu(rows: list[Row], which: str) -> float | None:
     return _median(values)
 
 
-def per_core(rows: list[Row]) -> str:
-    """One Baton process against one PostGraphile process, per workload and concurrency:
-    Baton's req/s ÷ PostGraphile's, then each one's CPU per request (medians), in the Baton
-    process and in PostgreSQL. Baton's figure in each pair comes first."""
+def per_core(rows: list[Row], against: str = "postgraphile") -> str:
+    """One Baton process against one PostGraphile process (`against`: the equal-work one, or
+    `FREE`), per workload and concurrency: Baton's req/s ÷ PostGraphile's, then each one's CPU
+    per request (medians), in the Baton process and in PostgreSQL. Baton's figure in each
+    pair comes first."""
     keys = list(dict.fromkeys((r.workload, r.concurrency) for r in rows))
+    label = "PostGraphile" if against == "postgraphile" else "PostGraphile, no authorization"
     headers = (
-        "workload", "c", "Baton ÷ PostGraphile", "req/s Baton / PostGraphile",
-        "server CPU ms/req", "PostgreSQL CPU ms/req", "both ms/req",
+        "workload", "c", f"Baton ÷ {label}", "req/s Baton / PostGraphile",
+        "server CPU ms/req", "PostgreSQL CPU ms/req", "both ms/req", "PostgreSQL CPU ÷",
     )  # fmt: skip
     cells = []
     for workload, concurrency in keys:
         mine = [r for r in rows if (r.workload, r.concurrency) == (workload, concurrency)]
         baton = [r for r in mine if r.target == "baton"]
-        other = [r for r in mine if r.target == "postgraphile"]
+        other = [r for r in mine if r.target == against]
         if not baton or not other:
             continue
 
@@ -142,15 +149,17 @@ def per_core(rows: list[Row]) -> str:
             which: f"{_ms(_cpu(baton, which))} / {_ms(_cpu(other, which))}"
             for which in ("server", "pg", "both")
         }
+        pg = _cpu(baton, "pg"), _cpu(other, "pg")
         cells.append(
             (
                 workload,
                 str(concurrency),
-                _ratio(mine, "baton", "postgraphile"),
+                _ratio(mine, "baton", against),
                 f"{rates[0]:.0f} / {rates[1]:.0f}",
                 cpu["server"],
                 cpu["pg"],
                 cpu["both"],
+                f"{pg[0] / pg[1]:.2f}" if pg[0] is not None and pg[1] else "-",
             )
         )
     return table(headers, cells)

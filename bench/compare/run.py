@@ -29,11 +29,13 @@ from .measure import cpu_between, postmaster_pid, tree_cpu
 from .procs import Process, stop
 from .seed import Seeded, reset_pools, seed
 from .workloads import (
+    FREE,
     MARK,
     POOLED,
     SCALED,
     STORED_PACKET,
     Workload,
+    answers,
     principals,
     value_at,
     workloads,
@@ -157,7 +159,13 @@ class Bench:
             return targets.start_bare(database_url, log, self.tokens, self.hand_off)
         assert self.installed is not None
         return targets.start_postgraphile(
-            self.installed, database_url, self.role, self.tokens, log, ceiling.POOL_SIZE
+            self.installed,
+            database_url,
+            self.role,
+            self.tokens,
+            log,
+            ceiling.POOL_SIZE,
+            free=name == FREE,
         )
 
     def endpoint(self, target: str, workload: Workload) -> str:
@@ -351,10 +359,12 @@ async def prepare(options: Options, url: str, folder: Path, wrk_path: str) -> Be
 
 @contextlib.asynccontextmanager
 async def postgraphile_installed(bench: Bench) -> AsyncIterator[None]:
-    """PostGraphile's SQL in the bench database (removed with its role at the end) and its npm
-    packages in the bench's temporary folder."""
+    """PostGraphile's SQL in the bench database, for both targets (removed with its role at the
+    end), and its npm packages in the bench's temporary folder."""
     async with _connection(bench.url) as conn:
         for statement in postgraphile_sql.install_sql(bench.role):
+            await conn.execute(statement)
+        for statement in postgraphile_sql.free_install_sql():
             await conn.execute(statement)
     try:
         progress("installing PostGraphile and Node 22 with npm")
@@ -363,6 +373,8 @@ async def postgraphile_installed(bench: Bench) -> AsyncIterator[None]:
         yield
     finally:
         async with _connection(bench.url) as conn:
+            for statement in postgraphile_sql.free_uninstall_sql():
+                await conn.execute(statement)
             for statement in postgraphile_sql.uninstall_sql(bench.role):
                 await conn.execute(statement)
 
@@ -405,7 +417,7 @@ async def check(bench: Bench) -> list[str]:
     problems = []
     async with httpx.AsyncClient(timeout=30) as http:
         for name in bench.options.workloads:
-            for target in bench.servers.processes:
+            for target in [t for t in bench.servers.processes if answers(t, name)]:
                 workload = bench.workload(name)
                 answer = await bench.once(http, target, workload, 0)
                 text = str(answer)
@@ -433,7 +445,7 @@ async def count(bench: Bench) -> dict[tuple[str, str], tuple[float, float]]:
             bench.servers.processes[target] = server
             try:
                 async with httpx.AsyncClient(timeout=30) as http:
-                    for name in bench.options.workloads:
+                    for name in [w for w in bench.options.workloads if answers(target, w)]:
                         workload = bench.workload(name)
                         for n in range(3):  # warm-up: prepared statements, caches, pools
                             answer = await bench.once(http, target, workload, n)
@@ -536,7 +548,7 @@ async def compare(options: Options, wrk_path: str) -> Outcome:
             async with contextlib.AsyncExitStack() as stack:
                 if options.pooler:
                     bench.pooler = stack.enter_context(pooler_running(url, folder))
-                if "postgraphile" in options.targets:
+                if {"postgraphile", FREE} & set(options.targets):
                     await stack.enter_async_context(postgraphile_installed(bench))
                     assert bench.installed is not None
                     outcome.versions = bench.installed.version().strip()
@@ -551,18 +563,14 @@ async def compare(options: Options, wrk_path: str) -> Outcome:
 
 
 async def _measure_all(bench: Bench, options: Options, outcome: Outcome) -> None:
-    total = (
-        options.repetitions
-        * len(options.workloads)
-        * len(options.concurrency)
-        * len(options.measured)
-    )
+    pairs = sum(answers(t, w) for t in options.measured for w in options.workloads)
+    total = options.repetitions * len(options.concurrency) * pairs
     done = 0
     for repetition in range(1, options.repetitions + 1):
         for name in options.workloads:
             for concurrency in options.concurrency:
                 # Rotate the targets' order each repetition, so none always goes first.
-                measured = options.measured
+                measured = [t for t in options.measured if answers(t, name)]
                 shift = (repetition - 1) % len(measured)
                 order = measured[shift:] + measured[:shift]
                 for target in order:

@@ -77,9 +77,11 @@ def start_postgraphile(
     tokens: Tokens,
     log: Path,
     pool_size: int,
+    *,
+    free: bool = False,
 ) -> Process:
     return postgraphile.start(
-        installed, database_url, role, tokens.principals, log, pool_size=pool_size
+        installed, database_url, role, tokens.principals, log, pool_size=pool_size, free=free
     )
 
 

@@ -17,7 +17,10 @@ from baton.access.principals import Principal, PrincipalKind
 from .seed import Seeded
 
 MARK = "@@V@@"
-TARGETS = ("baton", "postgraphile", "bare", "asyncpg")
+# PostGraphile without authorization (no role, no row-level security, its move a plain
+# function: `postgraphile_sql.free_install_sql`): the reference that does less than Baton.
+FREE = "postgraphile-free"
+TARGETS = ("baton", "postgraphile", FREE, "bare", "asyncpg")
 # Baton with `--baton-workers N` processes (N > 1), measured beside the one-process `baton`
 # target in the same sitting: the per-core comparison is `baton`'s, the scaled one this.
 SCALED = "baton-scaled"
@@ -25,6 +28,13 @@ SCALED = "baton-scaled"
 POOLED = "baton-pooler"
 BATON_TARGETS = ("baton", SCALED, POOLED)
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+# What the authorization-free reference answers: the reads by id and by filter, and the move.
+FREE_WORKLOADS = ("W1", "W2", "W3")
+
+
+def answers(target: str, workload: str) -> bool:
+    """Whether `target` is measured on `workload`."""
+    return target != FREE or workload in FREE_WORKLOADS
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,14 @@ from bench.compare.procs import stop
 from bench.compare.run import Options, Row
 from bench.compare.seed import Seeded, reset_pools, seed
 from bench.compare.workloads import (
+    FREE,
+    FREE_WORKLOADS,
     MARK,
     POOLED,
     SCALED,
     WORKLOADS,
     Workload,
+    answers,
     principals,
     value_at,
     workloads,
@@ -194,43 +197,83 @@ async def test_wrk_drives_a_workload_without_errors(
     assert result.requests > 10 and result.errors == 0, result
 
 
-async def test_postgraphile_answers_every_workload(
-    database_url: str, world: Seeded, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+async def pgl(
+    database_url: str, world: Seeded, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[postgraphile.Installed, str]]:
+    """PostGraphile installed, and its SQL (both targets') in the database: (install, role)."""
     require("npm", "apt-get install npm; bench.compare installs Node 22 and PostGraphile with it")
     role = f"baton_compare_test_{world.tag}"
     conn = await asyncpg.connect(libpq_url(database_url))
     try:
-        for statement in postgraphile_sql.install_sql(role):
+        for statement in [
+            *postgraphile_sql.install_sql(role),
+            *postgraphile_sql.free_install_sql(),
+        ]:
             await conn.execute(statement)
-        installed = await asyncio.to_thread(postgraphile.install, tmp_path / "pgl")
-        tokens = {f"t-{r}": p for r, p in principals(world).items()}
-        server = postgraphile.start(
-            installed, database_url, role, tokens, tmp_path / "pgl.log", pool_size=2
-        )
-        try:
-            async with httpx.AsyncClient(timeout=30) as http:
-                for name, w in workloads(world, 4000).items():
-                    value = value_at(w.values, 0, 2, 1)  # not the ids the other tests took
-                    body = w.body("postgraphile").replace(json.dumps(MARK), json.dumps(value))
-                    response = await http.post(
-                        f"{server.url}/graphql",
-                        content=body,
-                        headers={
-                            "Authorization": f"Bearer t-{w.who}",
-                            "Content-Type": "application/json",
-                        },
-                    )
-                    assert w.expect in response.text and '"errors"' not in response.text, (
-                        name,
-                        response.text[:500],
-                    )
-        finally:
-            stop(server)
+        folder = tmp_path_factory.mktemp("pgl")
+        yield await asyncio.to_thread(postgraphile.install, folder), role
     finally:
-        for statement in postgraphile_sql.uninstall_sql(role):
+        for statement in [
+            *postgraphile_sql.free_uninstall_sql(),
+            *postgraphile_sql.uninstall_sql(role),
+        ]:
             await conn.execute(statement)
         await conn.close()
+
+
+async def _postgraphile(url: str, w: Workload, value: str, token: str | None) -> str:
+    body = w.body("postgraphile").replace(json.dumps(MARK), json.dumps(value))
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(f"{url}/graphql", content=body, headers=headers)
+    return response.text
+
+
+async def test_postgraphile_answers_every_workload(
+    database_url: str, world: Seeded, pgl: tuple[postgraphile.Installed, str], tmp_path: Path
+) -> None:
+    installed, role = pgl
+    tokens = {f"t-{r}": p for r, p in principals(world).items()}
+    server = postgraphile.start(
+        installed, database_url, role, tokens, tmp_path / "pgl.log", pool_size=2
+    )
+    try:
+        for name, w in workloads(world, 4000).items():
+            value = value_at(w.values, 0, 2, 1)  # not the ids the other tests took
+            text = await _postgraphile(server.url, w, value, f"t-{w.who}")
+            assert w.expect in text and '"errors"' not in text, (name, text[:500])
+    finally:
+        stop(server)
+
+
+async def test_postgraphile_without_authorization_answers_its_workloads_with_no_token(
+    database_url: str, world: Seeded, pgl: tuple[postgraphile.Installed, str], tmp_path: Path
+) -> None:
+    installed, role = pgl
+    server = postgraphile.start(
+        installed, database_url, role, {}, tmp_path / "free.log", pool_size=2, free=True
+    )
+    conn = await asyncpg.connect(libpq_url(database_url))
+    try:
+        for name in FREE_WORKLOADS:
+            w = workloads(world, 4500)[name]
+            value = value_at(w.values, 1, 2, 2)  # not the ids the other tests took
+            text = await _postgraphile(server.url, w, value, None)
+            assert w.expect in text and '"errors"' not in text, (name, text[:500])
+        # Its move is the plain one: one event, by the assignee, and a second try changes
+        # nothing (the state is checked) and answers no task.
+        events = await conn.fetch(
+            "SELECT move, actor FROM task_events WHERE task_id = $1 AND move = 'ACCEPT'", value
+        )
+        assert [tuple(e) for e in events] == [("ACCEPT", world.agent(0, 0))]
+        text = await _postgraphile(server.url, w, value, None)
+        assert '"result":null' in text.replace(" ", ""), text[:500]
+    finally:
+        await conn.close()
+        stop(server)
 
 
 def _row(target: str, requests: int, server: float, pg: float, rep: int = 1) -> Row:
@@ -254,9 +297,37 @@ def test_the_per_core_table_sets_one_baton_process_against_postgraphile() -> Non
         "0.90 / 0.50",
         "0.20 / 0.30",
         "1.10 / 0.80",
+        "0.67",
     ]
     scaled = report.ratios(rows, SCALED).splitlines()[2]
     assert "**1.50** (1.50)" in scaled
+
+
+def test_the_second_per_core_table_sets_baton_against_postgraphile_without_authorization() -> None:
+    rows = [
+        _row("baton", 1000, 0.9, 0.2),
+        _row("postgraphile", 2000, 1.0, 0.6),
+        _row(FREE, 800, 0.4, 0.1),  # 0.50 / 0.125 ms per request
+    ]
+    lines = report.per_core(rows, FREE).splitlines()
+    assert "Baton ÷ PostGraphile, no authorization" in lines[0]
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == [
+        "W2",
+        "32",
+        "**1.25** (1.25)",
+        "1000 / 800",
+        "0.90 / 0.50",
+        "0.20 / 0.12",
+        "1.10 / 0.62",
+        "1.60",
+    ]
+    assert "**1.25** (1.25)" in report.ratios(rows).splitlines()[2]
+
+
+def test_the_authorization_free_target_is_measured_only_on_what_it_answers() -> None:
+    assert [w for w in WORKLOADS if answers(FREE, w)] == list(FREE_WORKLOADS)
+    assert all(answers(t, w) for t in ("baton", "postgraphile") for w in WORKLOADS)
 
 
 def test_more_baton_workers_add_a_scaled_target_beside_the_single_process() -> None:
