@@ -338,6 +338,9 @@ def a2a_limits(s: Settings) -> list[tuple[str, str, str]]:
     from baton.a2a.mapping import MAX_PARTS
     from baton.a2a.streams import CLOSE_GRACE_SECONDS
     from baton.services.task_contexts import MAX_ID_LENGTH
+    from baton.services.task_webhooks import MAX_CONFIG_ID, MAX_CREDENTIALS, MAX_TOKEN
+    from baton.services.webhook_addresses import MAX_URL_LENGTH
+    from baton.store.webhooks import MAX_ENDPOINTS_PER_TASK, MAX_TASK_ENDPOINTS
 
     return [
         ("A2A request body", f"{_size(s.max_body_bytes)}; past it 413", "`BATON_MAX_BODY_BYTES`"),
@@ -393,6 +396,21 @@ def a2a_limits(s: Settings) -> list[tuple[str, str, str]]:
             f"ended within {_seconds(s.token_check_seconds)} with an `error` event "
             "(`unauthenticated`)",
             "`BATON_TOKEN_CHECK_SECONDS`",
+        ),
+        (
+            "A2A push notification configs",
+            f"{MAX_ENDPOINTS_PER_TASK} per task and owner (one List page holds them all); "
+            f"{MAX_TASK_ENDPOINTS} live per owner (a config ends once its task's final update "
+            "is delivered, or when failures disable it); past either `InvalidParamsError`",
+            "`baton.store.webhooks`",
+        ),
+        (
+            "an A2A push notification config's values",
+            f"`id` {MAX_CONFIG_ID} letters, digits and `. _ : ~ -`; `token` {MAX_TOKEN:,} and "
+            f"`authentication.credentials` {MAX_CREDENTIALS:,} printable ASCII characters (each "
+            f"goes into a request header); `url` {MAX_URL_LENGTH:,} characters, held to the "
+            "webhook address policy; past any, `InvalidParamsError` naming the field",
+            "`baton.services.task_webhooks`",
         ),
     ]
 
