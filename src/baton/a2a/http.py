@@ -16,6 +16,10 @@ say; 413 past BATON_MAX_BODY_BYTES; a body that is not JSON a parse error; a bod
 bounds every door holds input to (`baton.inputs`: values, nesting, NUL) InvalidParams. The SDK's
 dispatchers then parse the request into its protobuf type and call `BatonHandler`. A request
 whose database call found the database away is answered 503 with Retry-After.
+
+Each request's operation, in its log lines (`baton.telemetry.requests`) and as its span's
+`baton.a2a.method`, is its A2A method, named the same over both bindings (`SendMessage`,
+`GetTask`, `SubscribeToTask`…); a request that names none has no operation.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from baton.inputs import check
 from baton.protocol.task_object import check_handle
 from baton.services.task_contexts import TaskContexts
 from baton.settings import Settings
+from baton.telemetry import requests, spans
 
 log = logging.getLogger("baton.a2a")
 
@@ -70,10 +75,29 @@ RETRY_AFTER: Final = (b"retry-after", b"2")
 CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="baton"')
 
 JSONRPC, REST = "jsonrpc", "rest"
+METHODS: Final = frozenset(JsonRpcDispatcher.METHOD_TO_MODEL)  # A2A's, by their names
 STREAMING_METHODS: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
-# HTTP+JSON's streaming operations, with or without a tenant before them.
-MESSAGE_STREAM: Final = re.compile(r"(?:/[^/]+)?/message:stream")
-SUBSCRIBE: Final = re.compile(r"(?:/[^/]+)?/tasks/([^/]+):subscribe")
+# HTTP+JSON's operations: HTTP methods, the path after an optional tenant, the A2A method;
+# the first that fits is the one (the order of the SDK's routes).
+_TENANT = r"(?:/[^/]+)?"
+_CONFIGS = r"/tasks/[^/]+/pushNotificationConfigs"
+REST_OPERATIONS: Final = tuple(
+    (frozenset(verbs.split()), re.compile(_TENANT + path), name)
+    for verbs, path, name in (
+        ("POST", "/message:send", "SendMessage"),
+        ("POST", "/message:stream", "SendStreamingMessage"),
+        ("POST", r"/tasks/[^/]+:cancel", "CancelTask"),
+        ("GET POST", r"/tasks/[^/]+:subscribe", "SubscribeToTask"),
+        ("GET", r"/tasks/[^/]+", "GetTask"),
+        ("GET", _CONFIGS + "/[^/]+", "GetTaskPushNotificationConfig"),
+        ("DELETE", _CONFIGS + "/[^/]+", "DeleteTaskPushNotificationConfig"),
+        ("POST", _CONFIGS, "CreateTaskPushNotificationConfig"),
+        ("GET", _CONFIGS, "ListTaskPushNotificationConfigs"),
+        ("GET", "/tasks", "ListTasks"),
+        ("GET", "/extendedAgentCard", "GetExtendedAgentCard"),
+    )
+)
+SUBSCRIBE: Final = re.compile(_TENANT + r"/tasks/([^/]+):subscribe")  # the task it names
 
 
 class _Caller(User):
@@ -274,11 +298,11 @@ class A2ADoor:
                 return
         call = Call(grant.principal, agent, token, _first(scope, b"last-event-id"))
         inner = {**scope, "path": rest, "raw_path": rest.encode(), "root_path": "", CALL_KEY: call}
-        if body.strip() and binding == JSONRPC:
-            streaming = isinstance(decoded, dict) and decoded.get("method") in STREAMING_METHODS
-        else:
-            streaming = bool(MESSAGE_STREAM.fullmatch(rest) or SUBSCRIBE.fullmatch(rest))
-        if streaming:
+        method = _method(scope["method"], rest, decoded if body.strip() else None, binding)
+        if method is not None:
+            requests.note_operation(method)
+            spans.annotate("baton.a2a.method", method)
+        if method in STREAMING_METHODS:
             parsed = decoded if body.strip() else None
             await self._stream(inner, receive, send, call, binding, parsed, request_id)
             return
@@ -341,6 +365,18 @@ class A2ADoor:
             return lambda: self.handler.subscribe_frames(call, task_id, call.last_event_id)
         message = _parsed(params, SendMessageRequest())
         return lambda: self.handler.send_frames(call, message)
+
+
+def _method(verb: str, rest: str, decoded: Any, binding: str) -> str | None:
+    """The A2A method a request calls: JSON-RPC's `method`, or the HTTP+JSON operation its
+    HTTP method and path name (None: none of A2A's)."""
+    if binding == JSONRPC:
+        method = decoded.get("method") if isinstance(decoded, dict) else None
+        return method if isinstance(method, str) and method in METHODS else None
+    for verbs, path, name in REST_OPERATIONS:
+        if verb in verbs and path.fullmatch(rest):
+            return name
+    return None
 
 
 def _parsed(params: Any, into: Any) -> Any:
