@@ -14,7 +14,11 @@ knows Baton can tell apart what A2A's few error types lump together:
 | `unavailable` (the database cannot answer now) | InternalError (-32603); HTTP 503, Retry-After |
 | anything else | InternalError (-32603, 500), no detail |
 
-Unauthenticated requests never get this far: the door answers them 401.
+HTTP+JSON statuses and JSON-RPC codes are those of A2A's table (v1.0.1, §5.4), which the SDK
+applies: TaskNotCancelableError and ContentTypeNotSupportedError are 400 there (1.0.0's table
+had 409 and 415; 1.0.1 gave each error the status of its gRPC code). Some requests never get
+this far: the door answers one without a working token 401, a body declared as anything but
+JSON 415 (`baton.a2a.http`).
 """
 
 from __future__ import annotations

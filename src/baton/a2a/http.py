@@ -12,10 +12,11 @@ Before an operation runs, the door answers itself, in the binding's error format
 error, or A2A's HTTP+JSON error with an `ErrorInfo` whose metadata holds Baton's `code`):
 401 without a bearer token that works (the same `TokenCache` as GraphQL's and MCP's: a revoked
 token is refused within BATON_TOKEN_CHECK_SECONDS); 503 with Retry-After when the database cannot
-say; 413 past BATON_MAX_BODY_BYTES; a body that is not JSON a parse error; a body past the
-bounds every door holds input to (`baton.inputs`: values, nesting, NUL) InvalidParams. The SDK's
-dispatchers then parse the request into its protobuf type and call `BatonHandler`. A request
-whose database call found the database away is answered 503 with Retry-After.
+say; 413 past BATON_MAX_BODY_BYTES; 415 for a body declared as anything but JSON (none declared
+is taken as JSON); a body that is not JSON a parse error; a body past the bounds every door holds
+input to (`baton.inputs`: values, nesting, NUL) InvalidParams. The SDK's dispatchers then parse
+the request into its protobuf type and call `BatonHandler`. A request whose database call found
+the database away is answered 503 with Retry-After.
 
 Each request's operation, in its log lines (`baton.telemetry.requests`) and as its span's
 `baton.a2a.method`, is its A2A method, named the same over both bindings (`SendMessage`,
@@ -273,6 +274,13 @@ class A2ADoor:
             await _refuse(send, binding, None, error, 413, "INVALID_ARGUMENT")
             return
         request_id: Any = None
+        if body.strip() and not _json_declared(_first(scope, b"content-type")):
+            error = InvalidRequestError(
+                "send the body as application/json or application/a2a+json",
+                data={"code": "unsupported_media_type"},
+            )
+            await _refuse(send, binding, None, error, 415, "INVALID_ARGUMENT")
+            return
         if body.strip():
             try:
                 decoded = orjson.loads(body)
@@ -365,6 +373,17 @@ class A2ADoor:
             return lambda: self.handler.subscribe_frames(call, task_id, call.last_event_id)
         message = _parsed(params, SendMessageRequest())
         return lambda: self.handler.send_frames(call, message)
+
+
+def _json_declared(content_type: str | None) -> bool:
+    """Whether a body's declared media type is JSON: `application/json` or a `+json` type such
+    as A2A's `application/a2a+json`, with any parameters; none declared counts as JSON."""
+    if content_type is None:
+        return True
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 def _method(verb: str, rest: str, decoded: Any, binding: str) -> str | None:
