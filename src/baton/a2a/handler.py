@@ -67,6 +67,7 @@ from baton.errors import BatonError, InvalidInput, NotFound
 from baton.live.filters import EventFilter
 from baton.metrics import MOVES, count
 from baton.protocol.handoff import HANDOFF, MUTATIONS, MoveName, TaskState
+from baton.services import task_contexts
 from baton.services.context import Context
 from baton.services.task_contexts import TaskContext, TaskContexts
 from baton.services.tasks import MoveArgs, Outcome, TaskService
@@ -312,14 +313,20 @@ class BatonHandler(RequestHandler):
             if skill is not None and not isinstance(skill, str):
                 raise InvalidInput("message.metadata.skill", "must be a deliverable type")
             delegation = mapping.delegation(message, call.principal, call.agent, skill)
+            # A new task's context is written by the hand-off's own statement.
+            context = task_contexts.given(delegation.context_id, delegation.message_id)
             outcome = await _counted(
-                "handOff", ctx.service.hand_off(call.principal, delegation.hand_off)
+                "handOff",
+                ctx.service.hand_off(call.principal, delegation.hand_off, context=context),
             )
-            kept = await self.contexts().keep(
-                outcome.task.id,
-                delegation.context_id or outcome.task.id,
-                delegation.message_id,
-            )
+            if outcome.events:
+                kept = TaskContext(delegation.context_id or outcome.task.id, delegation.message_id)
+            else:  # a repeated hand-off: its first context (this one, if another door made it)
+                kept = await self.contexts().keep(
+                    outcome.task.id,
+                    delegation.context_id or outcome.task.id,
+                    delegation.message_id,
+                )
             if params.configuration.HasField("task_push_notification_config"):
                 config = TaskPushNotificationConfig()
                 config.CopyFrom(params.configuration.task_push_notification_config)

@@ -13,12 +13,12 @@ from baton.errors import InvalidInput
 from baton.store import task_contexts as store
 from baton.store.db import Database
 from baton.store.records import EventRecord
-from baton.store.task_contexts import TaskContext
+from baton.store.task_contexts import GivenContext, TaskContext
 
 # An A2A contextId or messageId Baton keeps: a client's own id, never a document.
 MAX_ID_LENGTH = 256
 
-__all__ = ["MAX_ID_LENGTH", "TaskContext", "TaskContexts"]
+__all__ = ["MAX_ID_LENGTH", "GivenContext", "TaskContext", "TaskContexts", "given"]
 
 
 def check_id(value: str, field: str) -> None:
@@ -28,15 +28,24 @@ def check_id(value: str, field: str) -> None:
         raise InvalidInput(field, f"must be at most {MAX_ID_LENGTH} characters")
 
 
+def given(context_id: str | None, message_id: str | None) -> GivenContext:
+    """The context a hand-off is made in, checked before the hand-off writes it
+    (`TaskService.hand_off(context=...)`); None: the task's own id."""
+    if context_id is not None:
+        check_id(context_id, "message.contextId")
+    if message_id is not None:
+        check_id(message_id, "message.messageId")
+    return GivenContext(context_id, message_id)
+
+
 class TaskContexts:
     def __init__(self, db: Database) -> None:
         self.db = db
 
     async def keep(self, task_id: str, context_id: str, message_id: str | None) -> TaskContext:
-        """Keep the context a task was handed off in; a task that has one keeps it."""
-        check_id(context_id, "message.contextId")
-        if message_id is not None:
-            check_id(message_id, "message.messageId")
+        """Keep the context a task was handed off in; a task that has one keeps it. (A new
+        task's is kept by its hand-off's own statement: this is for a repeated one.)"""
+        given(context_id, message_id)
         async with self.db.connection() as conn:
             return await store.keep(conn, task_id, context_id, message_id)
 

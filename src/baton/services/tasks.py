@@ -53,6 +53,7 @@ from baton.store import tasks as store
 from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable
 from baton.store.records import EventRecord, TaskRecord
+from baton.store.task_contexts import GivenContext
 from baton.telemetry.spans import span
 
 MAX_REASON = 2000
@@ -214,7 +215,11 @@ class TaskService(TaskReader):
 
     # --- handing off ----------------------------------------------------------------------
 
-    async def hand_off(self, principal: Principal, h: HandOff) -> Outcome:
+    async def hand_off(
+        self, principal: Principal, h: HandOff, *, context: GivenContext | None = None
+    ) -> Outcome:
+        """Hand off `h`; `context` (the A2A door's) is kept beside a new task by the same
+        statement. A repeated hand-off answers the task it made, with no events."""
         task_object.check_project(h.project)
         task_object.check_handle(h.requester, "requester")
         task_object.check_handle(h.assignee, "assignee")
@@ -261,6 +266,7 @@ class TaskService(TaskReader):
                             gate,
                             SYSTEM.handle,
                             (owner_rules, rules.version),
+                            context,
                         )
                         if not events:
                             existing = await store.load(conn, task_id)

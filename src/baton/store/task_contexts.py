@@ -20,6 +20,29 @@ class TaskContext:
     message_id: str | None  # the A2A message that handed the task off, when kept
 
 
+@dataclass(frozen=True)
+class GivenContext:
+    """The context a hand-off is made in, kept by the hand-off's own statement (`keeping`):
+    `context_id` None is the task's own id."""
+
+    context_id: str | None
+    message_id: str | None
+
+
+def keeping(hand_off: str, task_id: str, context_id: str, message_id: str) -> str:
+    """The statement `hand_off` (its rows the new task's events, none when the id exists)
+    that also keeps the task's context, given as the parameters named: one round trip. The row
+    is written only with a new task, which has none yet (a repeated hand-off uses `keep`)."""
+    return f"""
+WITH made AS MATERIALIZED ({hand_off}),
+kept AS (
+    INSERT INTO a2a_task_contexts (task_id, context_id, message_id)
+    SELECT {task_id}::text, COALESCE({context_id}::text, {task_id}::text), {message_id}::text
+    WHERE EXISTS (SELECT FROM made)
+)
+SELECT * FROM made ORDER BY event_id"""
+
+
 async def keep(
     conn: Connection, task_id: str, context_id: str, message_id: str | None
 ) -> TaskContext:

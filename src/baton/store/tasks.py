@@ -23,6 +23,7 @@ from baton.errors import InvalidInput
 from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
+from baton.store import task_contexts
 from baton.store.db import Connection
 from baton.store.lifecycle import (
     Layout,
@@ -313,16 +314,25 @@ async def create(
     gate: GateMove | None,
     mover: str,
     rules: tuple[str, int],
+    context: task_contexts.GivenContext | None = None,
 ) -> list[EventRecord]:
     """Create the task in its initial state with its `created` event and, when `gate` is
     given, make the gate's move (by `mover`) in the same statement; no events if the id
     exists. `rules` is the owner and version of the gate rules `gate` was decided by;
-    `RulesChanged` when they are no longer current."""
+    `RulesChanged` when they are no longer current. `context`: the A2A context to keep beside
+    a new task, in the same statement."""
     to = gate.to.as_dict() if gate is not None else {}
+    sql = (
+        f"SELECT * FROM {HAND_OFF_FUNCTION}"
+        "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+    )
+    kept: tuple[str | None, ...] = ()
+    if context is not None:
+        sql = task_contexts.keeping(sql, "$1", "$18", "$19")
+        kept = (context.context_id, context.message_id)
     try:
         rows = await conn.fetch(
-            f"SELECT * FROM {HAND_OFF_FUNCTION}"
-            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+            sql,
             task.id,
             task.project,
             HANDOFF.initial.value,
@@ -339,6 +349,7 @@ async def create(
             _value(to.get("waiting_on")),
             mover,
             *rules,
+            *kept,
             writes=True,
         )
     except asyncpg.PostgresError as exc:
