@@ -55,8 +55,6 @@ from a2a.utils.errors import (
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
-from a2a.utils.proto_utils import validate_proto_required_fields
-from google.protobuf.message import Message as ProtoMessage  # type: ignore[import-untyped]  # no stubs
 
 from baton.a2a import frames, mapping, push
 from baton.a2a.errors import UNAVAILABLE, refusal, to_a2a, unexpected
@@ -574,13 +572,59 @@ def _closable(stream: AsyncIterator[EventRecord]) -> AsyncGenerator[EventRecord,
     return cast(AsyncGenerator[EventRecord, None], stream)
 
 
-def _required(params: ProtoMessage) -> None:
-    """The fields A2A requires, given (the SDK's check, with Baton's code)."""
-    try:
-        validate_proto_required_fields(params)
-    except InvalidParamsError as exc:
-        data = {"code": "invalid_input", **(exc.data or {})}
-        raise InvalidParamsError(exc.message, data=data) from None
+# The fields A2A marks REQUIRED in the requests `_required` checks, as the SDK's
+# `validate_proto_required_fields` names them (a test reads them off the SDK's descriptors).
+REQUIRED: Final = {
+    "SendMessageRequest": (
+        "message",
+        "message.message_id",
+        "message.role",
+        "message.parts",
+        "configuration.task_push_notification_config.url",
+        "configuration.task_push_notification_config.authentication.scheme",
+    ),
+    "GetTaskRequest": ("id",),
+    "CancelTaskRequest": ("id",),
+    "SubscribeToTaskRequest": ("id",),
+}
+_IS_REQUIRED: Final = "Field is required."
+_NEEDS_ONE: Final = "Field must contain at least one element."
+
+Required = SendMessageRequest | GetTaskRequest | CancelTaskRequest | SubscribeToTaskRequest
+
+
+def _required(params: Required) -> None:
+    """The fields A2A requires, given: the SDK's check (its errors, with Baton's code) of just
+    the fields `REQUIRED` lists, where the SDK's walks every part and Struct of the request (a
+    fifth of a millisecond a hand-off)."""
+    errors = _missing(params)
+    if errors:
+        data = {"code": "invalid_input", "errors": errors}
+        raise InvalidParamsError("Validation failed", data=data)
+
+
+def _missing(params: Required) -> list[dict[str, str]]:
+    if not isinstance(params, SendMessageRequest):
+        return [] if params.id else [{"field": "id", "message": _IS_REQUIRED}]
+    errors = []
+    message = params.message
+    if not params.HasField("message"):
+        errors.append({"field": "message", "message": _IS_REQUIRED})
+    else:
+        if not message.message_id:
+            errors.append({"field": "message.message_id", "message": _IS_REQUIRED})
+        if not message.role:
+            errors.append({"field": "message.role", "message": _IS_REQUIRED})
+        if not message.parts:
+            errors.append({"field": "message.parts", "message": _NEEDS_ONE})
+    if params.configuration.HasField("task_push_notification_config"):
+        config = params.configuration.task_push_notification_config
+        where = "configuration.task_push_notification_config"
+        if not config.url:
+            errors.append({"field": f"{where}.url", "message": _IS_REQUIRED})
+        if config.HasField("authentication") and not config.authentication.scheme:
+            errors.append({"field": f"{where}.authentication.scheme", "message": _IS_REQUIRED})
+    return errors
 
 
 def _history(wanted: int | None) -> int:
