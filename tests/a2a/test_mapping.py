@@ -215,6 +215,37 @@ def test_a_data_part_that_is_not_an_object_is_refused() -> None:
     assert refused.value.field == "message.parts[1].data"
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"task": "x", "n": 3, "half": 0.5, "big": 10**20, "yes": True, "none": None},
+        {"nested": {"list": [1, "a", [], {}, [{"deep": [False, None, -2.5]}]]}, "empty": ""},
+        [1, 2, {"a": "b"}],
+        "text",
+        7,
+        None,
+    ],
+)
+def test_a_data_part_reads_as_the_sdks_get_data_parts_reads_it(value: Any) -> None:
+    part = new_data_part(value, "application/json")
+    (expected,) = get_data_parts([part])
+    got = mapping.plain(part.data)
+    assert got == expected
+    assert repr(got) == repr(expected)  # the same types too: every number a float
+
+
+def test_a_data_part_with_a_number_json_cannot_hold_is_refused() -> None:
+    part = new_data_part({"n": 1}, "application/json")
+    part.data.struct_value.fields["n"].number_value = float("inf")
+    with pytest.raises(InvalidInput) as refused:
+        mapping.delegation(msg(new_text_part("x"), part), AGENT, "bob/coder")
+    assert refused.value.field == "message.parts"
+
+
+def test_an_unset_data_value_reads_as_null() -> None:
+    assert mapping.plain(Part(media_type="application/json").data) is None
+
+
 def test_an_owner_names_the_requester_and_an_agent_is_it() -> None:
     with pytest.raises(InvalidInput) as refused:
         mapping.delegation(msg(new_text_part("x")), OWNER, "bob/coder")

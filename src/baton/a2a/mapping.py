@@ -19,11 +19,12 @@ restart or pushed to a webhook says the same.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from a2a.helpers.proto_helpers import get_data_parts, new_data_part
+from a2a.helpers.proto_helpers import new_data_part
 from a2a.types.a2a_pb2 import (
     Artifact,
     Message,
@@ -37,6 +38,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.types.a2a_pb2 import TaskState as A2AState
 from a2a.utils.errors import ContentTypeNotSupportedError
+from google.protobuf.struct_pb2 import Value  # type: ignore[import-untyped]  # no stubs
 
 from baton.access.principals import Principal, PrincipalKind
 from baton.errors import InvalidInput
@@ -147,7 +149,7 @@ def read_parts(message: Message) -> Parts:
                 data={"code": "invalid_input", "field": f"{where}.raw"},
             )
         elif kind == "data":
-            (value,) = get_data_parts([part])
+            value = plain(part.data)
             if not isinstance(value, dict):
                 raise InvalidInput(f"{where}.data", "must be a JSON object")
             for key, item in value.items():
@@ -156,6 +158,26 @@ def read_parts(message: Message) -> Parts:
         else:
             raise InvalidInput(where, "has no content (text, url, raw or data)")
     return Parts("\n\n".join(t for t in texts if t), data, fields, files)
+
+
+def plain(value: Value) -> Any:
+    """A data part's value as the JSON it was parsed from: what the SDK's `get_data_parts`
+    answers (`MessageToDict`: every number a float), without walking descriptors."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {key: plain(item) for key, item in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [plain(item) for item in value.list_value.values]
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        number = value.number_value
+        if not math.isfinite(number):  # JSON has none (MessageToDict refuses them too)
+            raise InvalidInput("message.parts", "numbers must be finite")
+        return number
+    if kind == "bool_value":
+        return value.bool_value
+    return None  # null_value, or no value at all
 
 
 # The packet's fields by the names a data part may give them (snake_case or camelCase).
