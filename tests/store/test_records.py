@@ -178,6 +178,26 @@ async def test_a_read_of_some_packet_keys_answers_those_and_refuses_the_rest(
             getattr(listed, name)
 
 
+async def test_some_packet_keys_read_as_text_are_the_object_of_those_keys(db: Database) -> None:
+    """The JSON text a read of some packet keys builds is the object of exactly those keys
+    (null for one the packet lacks), whatever their values hold: quotes, backslashes, other
+    scripts, nesting; and `{}` for no key at all."""
+    packet = {
+        "task": 'say "hi" \\ then \u00e9t\u00e9 \U0001f600 \n done',
+        "files": ['a"b', {"nested": [1, 2.5, None, True]}],
+        "context": "",
+    }
+    keys = frozenset({"task", "files", "context", "depends_on"})
+    async with db.connection() as conn:
+        text = await conn.fetchval(
+            f"SELECT {tasks._packet_object('t', keys)} FROM (SELECT $1::jsonb AS packet) t",
+            packet,
+        )
+        empty = await conn.fetchval(f"SELECT {tasks._packet_object('t', frozenset())}")
+    assert orjson.loads(text) == {**packet, "depends_on": None}
+    assert orjson.loads(empty) == {}
+
+
 async def test_a_read_of_some_scalars_leaves_updated_at_out_unless_asked(
     db: Database, world: World
 ) -> None:
