@@ -322,7 +322,12 @@ def create_app(
         webhooks = WebhookService(db, box, policy, on_change=deliveries.wake)
         # Finished work past BATON_RETENTION goes, one process at a time; its vacuum wants a
         # session of its own (baton.services.retention).
-        retention = Retention(db, settings.retention_seconds, url=session_url)
+        retention = Retention(
+            db,
+            settings.retention_seconds,
+            url=session_url,
+            lease_seconds=settings.retention_lease_seconds,
+        )
         removing = (
             asyncio.create_task(retention.run(), name="baton-retention")
             if settings.retention_seconds is not None

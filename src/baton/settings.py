@@ -66,6 +66,9 @@ class Settings:
     metrics_address: tuple[str, int] | None = None
     # Retention of finished work (baton.services.retention); None: everything is kept.
     retention_seconds: float | None = None
+    # How long the process removing finished work holds its turn without a batch: another
+    # process takes over a sweep this long after its sweeper died.
+    retention_lease_seconds: float = 60.0
     # Webhooks (baton.webhooks): kept together.
     webhook_allow_private: bool = False
     webhook_allow_http: bool = False
@@ -519,6 +522,14 @@ VARIABLES = (
         "12h; open work is never removed, and a stream cursor older than what is kept is "
         "refused (cursor_expired)",
         period,
+    ),
+    Variable(
+        "BATON_RETENTION_LEASE_SECONDS",
+        "retention_lease_seconds",
+        "60",
+        "how long the one process removing finished work keeps its turn after its last batch: "
+        "if it dies mid-sweep, another process takes the removal over this long after",
+        number(float, 1, 3600),
     ),
     # --- webhooks ---
     Variable(

@@ -54,7 +54,9 @@ BATCH = 200  # subjects removed per transaction (about 20 ms for 200 tasks and t
 # of moves, 6,200 events a second in bench.retention: a day at 100 moves a second in 25 min).
 PACE = 3.0
 MIN_PAUSE = 0.005
-LEASE_SECONDS = 60.0  # the sweeper's lease, renewed by every batch
+# The sweeper's lease, renewed by every batch: when its holder dies mid-sweep, another
+# process takes the sweep over this long after the last batch (BATON_RETENTION_LEASE_SECONDS).
+LEASE_SECONDS = 60.0
 # A table is vacuumed once the rows this process removed from it since its last vacuum reach
 # this share of its rows (and this many at least): what is freed is reused soon, and a sweep
 # of a few rows does not scan a large table's indexes.
@@ -128,6 +130,7 @@ class Retention:
         pace: float = PACE,
         min_pause: float = MIN_PAUSE,
         holder: str | None = None,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         self.db = db
         self.keep_seconds = keep_seconds
@@ -136,6 +139,7 @@ class Retention:
         self.batch = batch
         self.pace = pace
         self.min_pause = min_pause
+        self.lease_seconds = lease_seconds
         # Names this process's lease; new on every start, as the webhook worker's.
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         # Rows this process removed from each table since it last vacuumed it.
@@ -178,7 +182,7 @@ class Retention:
         another process sweeps (holds the lease)."""
         if self.keep_seconds is None:
             return None
-        if not await store.claim(self.db, self.holder, LEASE_SECONDS):
+        if not await store.claim(self.db, self.holder, self.lease_seconds):
             return None
         cutoff = (now or datetime.now(UTC)) - timedelta(seconds=self.keep_seconds)
         swept = Swept()
@@ -234,7 +238,7 @@ class Retention:
             try:
                 async with self.db.transaction() as conn:
                     if await store.bound(conn):
-                        if not await store.hold(conn, self.holder, LEASE_SECONDS):
+                        if not await store.hold(conn, self.holder, self.lease_seconds):
                             log.warning("retention: lost the sweeper's lease; stopping")
                             return False
                         removed = await store.remove_batch(
