@@ -15,7 +15,11 @@ A subscriber with a cursor replays from the log first and then takes live events
 id it has already sent; one that falls too far behind is switched back to reading the log.
 A replay from a cursor below the log's floor (events after it were removed with finished work,
 `baton.store.retention`) ends the stream with `CursorExpired` rather than skip them; the floor
-is read after each read of the log, so a removal that races the replay is caught too.
+is read after each read of the log, so a removal that races the replay is caught too. The
+reader reads the floor after each of its reads as well: events above the horizon are removed
+before it passes them when a transaction runs longer than the retention period, and then every
+subscriber reads the log again from its own cursor, as after falling behind, so one whose
+cursor is below the floor ends with `CursorExpired` instead of missing them.
 
 What one subscriber holds is bounded in bytes as well as in events (sizes are the events' JSON
 encoding), so a consumer that stops reading pins little: its live queue falls back to the log
@@ -177,12 +181,19 @@ class Subscriber(Generic[E]):
             events = self._events = deque()
         if len(events) >= QUEUE_LIMIT or self.queued_bytes + size > QUEUE_BYTES:
             # Too slow to keep up: drop the backlog; the stream re-reads the log from its cursor.
-            self.overflowed = True
-            self._events = None
-            self.queued_bytes = 0
-        else:
-            events.append((event, size))
-            self.queued_bytes += size
+            self.reread()
+            return
+        events.append((event, size))
+        self.queued_bytes += size
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def reread(self) -> None:
+        """Drop what waits: the stream reads the log again from its cursor."""
+        self.overflowed = True
+        self._events = None
+        self.queued_bytes = 0
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -231,6 +242,8 @@ class EventHub(Generic[E]):
         # The newest committed id this process has heard of (its own commits, the broker's
         # messages): while the position is below it, an event waits for the horizon.
         self._announced = 0
+        # The log's floor the reader last made its subscribers read again for (see `_read_new`).
+        self._floor = 0
         self._stopping = False
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -368,7 +381,18 @@ class EventHub(Generic[E]):
             return False
         found = False
         while True:
-            events = await self.read_after(self.position, BATCH)
+            before = self.position
+            async with self.db.connection() as conn:
+                events = await self.log.after(conn, before, BATCH)
+                floor = await self.log.floor(conn)  # after the read: see `check_cursor`
+            if floor > before and floor > self._floor:
+                # Events after the position were removed before this read: work that finished
+                # while a transaction longer than the retention period held the horizon back
+                # was removed before the reader could pass it. Every subscriber reads the log
+                # again from its cursor; below the floor, that ends it with `CursorExpired`.
+                self._floor = floor
+                for subscriber in self._subscribers:
+                    subscriber.reread()
             if not events:
                 return found
             found = True
