@@ -20,28 +20,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from contextvars import Context
+from functools import partial
 from typing import Any
 
 import anyio
 import orjson
+from mcp.server._otel import (
+    OpenTelemetryMiddleware,
+)  # SDK 2.3: the default middleware, not exported
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import Message, Receive, Scope, Send
 
 from baton.access.grants import TokenCache, bearer
+from baton.access.tokens import Grant
 from baton.errors import Unavailable
 from baton.mcp.resources import Resources, connection_of
 from baton.mcp.server import PRINCIPAL_KEY, TOKEN_KEY, ContextFactory, build, caller
@@ -66,6 +74,10 @@ RETRY_AFTER = (b"retry-after", b"2")
 # Ending a request of a token that stopped working: how long its last bytes may take to go.
 FINISH_SECONDS = 2.0
 REVOKED = "the bearer token no longer works"
+MAX_USERS = 1024  # tokens whose SDK user is kept (`MCPDoor._user`)
+NO_REBINDING_CHECKS = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+# While no tracer provider is installed, how often the door looks again for one.
+TRACER_LOOK_SECONDS = 1.0
 
 
 async def _json(send: Send, status: int, body: dict[str, Any], headers: list[Any]) -> None:
@@ -137,15 +149,50 @@ class _Answer:
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _resume(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Handle a message in the request it came with (its log lines' request id, its trace):
+class _Around:
+    """The door's one middleware around every message (one layer rather than one per step:
+    each layer costs a coroutine and a bound call per message).
+
+    The message is handled in the request it came with (its log lines' request id, its trace):
     the SDK runs a session's handlers in the session's own task, which began with another
-    request. The request's operation is the message's method, or the tool it calls."""
-    scope = getattr(ctx.request, "scope", None)
-    with requests.resumed(scope):
-        name = ctx.params.get("name") if ctx.method == "tools/call" and ctx.params else None
-        requests.note_operation(name if isinstance(name, str) else ctx.method)
-        return await call_next(ctx)
+    request; the request's operation is the message's method, or the tool it calls. Inside
+    that, so that its span joins the request's trace, the SDK's own middleware; its span per
+    message (`OpenTelemetryMiddleware`) only once a tracer provider is installed (Baton's, when
+    `OTEL_*` sets traces up, or another's): before, the span is a no-op that nothing reads but
+    whose setup (attributes, context, a tracer lookup) every call paid. Innermost, an
+    `initialize` is tied to the session it opens (`attach`)."""
+
+    def __init__(self, sdk: list[ServerMiddleware[Any]], attach: ServerMiddleware[Any]) -> None:
+        self.traced_chain = list(sdk)
+        self.untraced_chain = [m for m in sdk if not isinstance(m, OpenTelemetryMiddleware)]
+        self.attach = attach
+        self.traced = False  # a provider, once installed, stays
+        self.looked = -1.0  # when `traced` was last found False (a look reads the environment)
+
+    def _chain(self) -> list[ServerMiddleware[Any]]:
+        if not self.traced:
+            now = time.monotonic()
+            if now - self.looked < TRACER_LOOK_SECONDS:
+                return self.untraced_chain
+            self.looked = now
+            if isinstance(get_tracer_provider(), ProxyTracerProvider):
+                return self.untraced_chain
+            self.traced = True
+        return self.traced_chain
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        scope = getattr(ctx.request, "scope", None)
+        with requests.resumed(scope):
+            name = ctx.params.get("name") if ctx.method == "tools/call" and ctx.params else None
+            requests.note_operation(name if isinstance(name, str) else ctx.method)
+            inner = call_next
+            if ctx.method == "initialize":
+                inner = partial(self.attach, call_next=call_next)
+            for middleware in reversed(self._chain()):
+                inner = partial(middleware, call_next=inner)
+            return await inner(ctx)
 
 
 class MCPDoor:
@@ -166,13 +213,13 @@ class MCPDoor:
         self.sessions = Sessions(max_sessions_per_token, max_sessions)
         self.resources = Resources(context, caller, self.sessions, max_subscriptions)
         self.server: Server[Any] = build(context, self.resources)
-        # First, so the SDK's own span (its OpenTelemetry middleware) joins the request's trace.
-        self.server.middleware.insert(0, _resume)
-        self.server.middleware.append(self._attach_session)
-        # No DNS-rebinding checks: they guard servers that trust a browser's ambient
-        # credentials, and every request here carries its own bearer token.
+        self.server.middleware[:] = [_Around(self.server.middleware, self._attach_session)]
         self.manager = StreamableHTTPSessionManager(
             self.server,
+            # No DNS-rebinding checks: they guard servers that trust a browser's ambient
+            # credentials, and every request here carries its own bearer token. Said once:
+            # without settings the SDK makes these (a model) for every request.
+            security_settings=NO_REBINDING_CHECKS,
             max_request_body_size=max_body_bytes,
             # The door admits sessions (`Sessions`): every request that reaches the manager
             # without a session id holds a place, so the manager's own count never passes ours.
@@ -183,6 +230,7 @@ class MCPDoor:
             # cost a fifth of the door's CPU.
             json_response=True,
         )
+        self._users: dict[str, tuple[Grant, AuthenticatedUser]] = {}
         # Requests in flight per token, each ended by cancelling its scope.
         self.inflight: dict[str, set[anyio.CancelScope]] = {}
         self._sweeper: asyncio.Task[None] | None = None
@@ -216,10 +264,8 @@ class MCPDoor:
             body = _error("unauthenticated", "a valid bearer token is required")
             await _json(send, 401, body, [(b"www-authenticate", b'Bearer realm="baton"')])
             return
-        user = AuthenticatedUser(
-            AccessToken(token=token, client_id=f"baton-token-{grant.id}", scopes=[])
-        )
-        scope = {**scope, "user": user, PRINCIPAL_KEY: grant.principal, TOKEN_KEY: token}
+        scope = {**scope, "user": self._user(token, grant), PRINCIPAL_KEY: grant.principal}
+        scope[TOKEN_KEY] = token
         version = _first(headers, VERSION_HEADER)
         handshake = version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
         if handshake and _first(headers, SESSION_HEADER) is None:
@@ -228,6 +274,20 @@ class MCPDoor:
             await self._open(token, scope, receive, send)
         else:
             await self._serve(token, scope, receive, send)
+
+    def _user(self, token: str, grant: Grant) -> AuthenticatedUser:
+        """The SDK's user for `token` (it ties a session to the token that opened it): made
+        once per grant the token cache holds, not per request."""
+        kept = self._users.get(token)
+        if kept is not None and kept[0] is grant:
+            return kept[1]
+        if len(self._users) >= MAX_USERS:
+            self._users.clear()
+        user = AuthenticatedUser(
+            AccessToken(token=token, client_id=f"baton-token-{grant.id}", scopes=[])
+        )
+        self._users[token] = (grant, user)
+        return user
 
     async def _open(self, token: str, scope: Scope, receive: Receive, send: Send) -> None:
         try:

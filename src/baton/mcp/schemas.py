@@ -17,7 +17,7 @@ as in GraphQL, whose `Int` is 32-bit: every integer is declared within `baton.in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from baton.inputs import MAX_INT, MIN_INT
@@ -90,26 +90,52 @@ def seed_object(value: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str
     """A camelCase input object as the seed's snake_case object, defaults filled in (the
     service takes packets and checkpoints that way). Keys the schema does not name are left
     for the service to refuse."""
+    kept = _SEEDERS.get(id(schema))
+    if kept is None or kept[0] is not schema:
+        kept = _SEEDERS[id(schema)] = (schema, _seeder(schema))
+    return kept[1](value)
+
+
+Seeder = Callable[[Mapping[str, Any]], dict[str, Any]]
+# A seeder per schema, made once (a call would otherwise camelCase every property name again).
+_SEEDERS: dict[int, tuple[Mapping[str, Any], Seeder]] = {}
+
+
+def _seeder(schema: Mapping[str, Any]) -> Seeder:
     props: Mapping[str, Any] = schema.get("properties", {})
     by_camel = {camel(name): name for name in props}
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        name = by_camel.get(key, key)
-        sub = props.get(name, {})
+    objects: dict[str, Seeder] = {}  # properties whose value is an object of known properties
+    lists: dict[str, Seeder] = {}  # properties whose value is a list of such objects
+    defaults: list[tuple[str, Any]] = []
+    for name, sub in props.items():
         items = sub.get("items") if isinstance(sub, Mapping) else None
-        if isinstance(item, Mapping) and "properties" in sub:
-            out[name] = seed_object(item, sub)
-        elif isinstance(item, list) and isinstance(items, Mapping) and "properties" in items:
-            out[name] = [seed_object(i, items) if isinstance(i, Mapping) else i for i in item]
-        else:
-            out[name] = item
-    for name, prop in props.items():
-        if name not in out and name not in SERVER_FILLED:
-            if "default" in prop:
-                out[name] = prop["default"]
+        if isinstance(sub, Mapping) and "properties" in sub:
+            objects[name] = _seeder(sub)
+        if isinstance(items, Mapping) and "properties" in items:
+            lists[name] = _seeder(items)
+        if name not in SERVER_FILLED:
+            if "default" in sub:
+                defaults.append((name, sub["default"]))
             elif name in API_DEFAULTS:
-                out[name] = API_DEFAULTS[name]
-    return out
+                defaults.append((name, API_DEFAULTS[name]))
+
+    def seed(value: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = by_camel.get(key, key)
+            if isinstance(item, Mapping) and name in objects:
+                out[name] = objects[name](item)
+            elif isinstance(item, list) and name in lists:
+                inner = lists[name]
+                out[name] = [inner(i) if isinstance(i, Mapping) else i for i in item]
+            else:
+                out[name] = item
+        for name, default in defaults:
+            if name not in out:
+                out[name] = default
+        return out
+
+    return seed
 
 
 # --- the pieces a tool's input is made of --------------------------------------------------

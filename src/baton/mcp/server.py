@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import mcp_types as types
 import orjson
@@ -82,6 +82,8 @@ def argument_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | No
 def shape_problem(tool: Tool, arguments: dict[str, Any]) -> InvalidInput | None:
     """What is wrong with `arguments`' shape, as the `invalid_input` GraphQL would give for a
     value of the wrong type: naming the field. The first error found, not every one."""
+    if tool.accepts is not None and tool.accepts(arguments):
+        return None
     error = next(iter(tool.checker.iter_errors(arguments)), None)
     if error is None:
         return None
@@ -142,23 +144,44 @@ def _text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def success(content: shapes.JSONObject) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=_text(content))],
-        structured_content=content,
-    )
+# A tool's answer, as the SDK's `CallToolResult` puts it on the wire: a dict, which the SDK
+# checks against the protocol's result type and shapes for the era as it does a model, without
+# first building the model and dumping it again.
+ToolResult = dict[str, Any]
 
 
-def refusal(error: BatonError) -> types.CallToolResult:
+def _result(text: str, content: shapes.JSONObject, is_error: bool) -> ToolResult:
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": content,
+        "isError": is_error,
+        "resultType": "complete",  # what the model says; eras before 2026-07-28 drop it
+    }
+
+
+def success(content: shapes.JSONObject) -> ToolResult:
+    return _result(_text(content), content, False)
+
+
+def refusal(error: BatonError) -> ToolResult:
     try:
         body = shapes.error(error)
     except BatonError:  # not an expected failure of a call (the database away): code and message
         body = {"type": "Error", "code": error.code, "message": error.message}
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{body['code']}: {body['message']}")],
-        structured_content=body,
-        is_error=True,
-    )
+    return _result(f"{body['code']}: {body['message']}", body, True)
+
+
+def _declares_headers(schema: Any) -> bool:
+    """Whether `schema` has an `x-mcp-header` anywhere (a property the client mirrors in an
+    `Mcp-Param-*` header)."""
+    if isinstance(schema, dict):
+        return "x-mcp-header" in schema or any(_declares_headers(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_declares_headers(v) for v in schema)
+    return False
+
+
+_HEADED = frozenset(name for name, tool in TOOLS.items() if _declares_headers(tool.input_schema))
 
 
 def _tool(tool: Tool) -> types.Tool:
@@ -185,7 +208,7 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> ToolResult:
         principal, _ = caller(ctx)
         tool = TOOLS.get(params.name)
         if tool is None:
@@ -202,8 +225,11 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
             return refusal(exc)
 
     def input_schema(name: str) -> dict[str, Any] | None:
+        # For the SDK's check of `Mcp-Param-*` headers against the schema's `x-mcp-header`
+        # properties: a tool that declares none has nothing to check (None: skipped), and
+        # walking its schema on every call would find that again.
         tool = TOOLS.get(name)
-        return tool.input_schema if tool is not None else None
+        return tool.input_schema if tool is not None and tool.name in _HEADED else None
 
     server: Server[Any] = Server(
         "baton",
@@ -212,7 +238,9 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
         instructions=INSTRUCTIONS,
         get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        # The runner takes a dict as it takes a model (`HandlerResult`); the parameter's type
+        # names only the models.
+        on_call_tool=cast(Any, call_tool),
         on_list_resources=resources.list,
         on_list_resource_templates=resources.templates,
         on_read_resource=uris_checked(resources.read, _uri, "uri"),

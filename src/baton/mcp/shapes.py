@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from baton.access.principals import Principal
@@ -31,10 +32,14 @@ def _time(value: datetime) -> str:
     return value.isoformat()
 
 
+# The seed's field names are few: each is camelCased once.
+_camel = lru_cache(maxsize=1024)(camel)
+
+
 def camel_keys(value: Any) -> Any:
     """A seed object (snake_case keys, nested) with the API's camelCase keys."""
     if isinstance(value, dict):
-        return {camel(k): camel_keys(v) for k, v in value.items()}
+        return {_camel(k): camel_keys(v) for k, v in value.items()}
     if isinstance(value, list):
         return [camel_keys(v) for v in value]
     return value

@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.errors import BatonError, InvalidInput, NotFound
 from baton.mcp import schemas, shapes
+from baton.mcp.accept import Accept, compile_shape
 from baton.mcp.schemas import JSONSchema, object_schema, seed_object
 from baton.metrics import MOVES, count
 from baton.protocol.description import describe
@@ -78,10 +79,14 @@ class Tool:
     shape: JSONSchema = field(init=False, repr=False, compare=False)
     # Checks arguments against `shape`; built once, not per call.
     checker: Draft202012Validator = field(init=False, repr=False, compare=False)
+    # Whether arguments fit `shape`, compiled (`baton.mcp.accept`): `checker` is asked only for
+    # arguments that do not, for the error it names. None: `checker` is asked every time.
+    accepts: Accept | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", schemas.shape(self.input_schema))
         object.__setattr__(self, "checker", Draft202012Validator(self.shape))
+        object.__setattr__(self, "accepts", compile_shape(self.shape))
 
 
 async def attempt(mutation: str, call: Awaitable[T]) -> T:
