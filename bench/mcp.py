@@ -1,6 +1,7 @@
 """The MCP door against GraphQL: the same move, the same server, the same sitting.
 
-    .venv/bin/python -m bench.mcp [--calls 500] [--concurrency 8] [--database-url URL]
+    .venv/bin/python -m bench.mcp [--calls 500] [--concurrency 8] [--rounds 3]
+                                  [--database-url URL]
 
 Against one fresh `baton serve` on a fresh database (an embedded PostgreSQL unless
 `--database-url` / BATON_BENCH_DATABASE_URL names a server), the move is `saveCheckpoint` on a
@@ -14,8 +15,10 @@ working task (one task per client, so calls never wait on each other's row lock)
 For each door: `--calls` calls one after another (latency p50/p99, server CPU per call), then
 `--calls` calls from `--concurrency` clients at once (calls/s, server CPU per call). The
 clients run in this process, so calls/s is bounded by their CPU as well as the server's; the
-server's CPU per call (from /proc, for the whole `baton serve` process) is the cost the door
-adds. The last column is each door's figure over GraphQL's, in the same sitting.
+server's CPU per call (from /proc, for the whole `baton serve` process, 10 ms ticks) is the
+cost the door adds. The doors take turns, `--rounds` times; each figure is the median over the
+rounds, and the last columns each door's CPU per call over GraphQL's, the median of the
+rounds' ratios (a round's doors run minutes apart at most, on the same server).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import statistics
 import sys
 import tempfile
 import time
@@ -122,7 +126,7 @@ class Door:
         return mcp
 
 
-async def sequential(door: Door, task_id: str, calls: int) -> dict[str, Any]:
+async def sequential(door: Door, task_id: str, calls: int) -> dict[str, float]:
     async with AsyncExitStack() as stack:
         call = await door.open(stack)
         await call(task_id)  # warm: the connection, the session, the engine's caches
@@ -136,11 +140,11 @@ async def sequential(door: Door, task_id: str, calls: int) -> dict[str, Any]:
     return {
         "p50 ms": percentile(latencies, 0.5) * 1000,
         "p99 ms": percentile(latencies, 0.99) * 1000,
-        "CPU ms/call (1)": spent * 1000 / calls,
+        "CPU µs/call (1)": spent * 1e6 / calls,
     }
 
 
-async def concurrent(door: Door, task_ids: list[str], calls: int) -> dict[str, Any]:
+async def concurrent(door: Door, task_ids: list[str], calls: int) -> dict[str, float]:
     per_client = max(1, calls // len(task_ids))
     async with AsyncExitStack() as stack:
         callers = [await door.open(stack) for _ in task_ids]
@@ -158,11 +162,13 @@ async def concurrent(door: Door, task_ids: list[str], calls: int) -> dict[str, A
     total = per_client * len(task_ids)
     return {
         f"calls/s ({len(task_ids)})": total / elapsed,
-        f"CPU ms/call ({len(task_ids)})": spent * 1000 / total,
+        f"CPU µs/call ({len(task_ids)})": spent * 1e6 / total,
     }
 
 
-async def measure(server: Server, url: str, calls: int, concurrency: int) -> list[dict[str, Any]]:
+async def measure(
+    server: Server, url: str, calls: int, concurrency: int, rounds: int
+) -> list[dict[str, Any]]:
     tag = secrets.token_hex(3)
     agent = f"mcp{tag}/bench"
     bearer = await token(url, Principal(PrincipalKind.AGENT, agent))
@@ -175,17 +181,36 @@ async def measure(server: Server, url: str, calls: int, concurrency: int) -> lis
         Door("MCP HTTP, 2026-07-28", server, bearer, "auto"),
         Door("MCP HTTP, handshake", server, bearer, "legacy"),
     ]
+    results: dict[str, list[dict[str, float]]] = {door.label: [] for door in doors}
+    for r in range(rounds):
+        for door in doors:
+            print(f"bench.mcp: {door.label}, round {r + 1}", file=sys.stderr)
+            figures = await sequential(door, tasks[0], calls)
+            figures.update(await concurrent(door, tasks, calls))
+            results[door.label].append(figures)
+    return rows_of(results, doors[0].label, concurrency)
+
+
+def rows_of(
+    results: dict[str, list[dict[str, float]]], base: str, concurrency: int
+) -> list[dict[str, Any]]:
+    """Each door's figures, the median over the rounds (the spread of CPU per call beside it),
+    and its CPU per call over `base`'s: the median of each round's ratio."""
+    one, many = "CPU µs/call (1)", f"CPU µs/call ({concurrency})"
     rows = []
-    for door in doors:
-        print(f"bench.mcp: {door.label}", file=sys.stderr)
-        row: dict[str, Any] = {"door (saveCheckpoint)": door.label}
-        row.update(await sequential(door, tasks[0], calls))
-        row.update(await concurrent(door, tasks, calls))
+    for label, rounds in results.items():
+        row: dict[str, Any] = {"door (saveCheckpoint)": label}
+        for key in rounds[0]:
+            values = [r[key] for r in rounds]
+            row[key] = (
+                round(statistics.median(values)) if "µs" in key else statistics.median(values)
+            )
+            if key == one:
+                row["(1) min-max"] = f"{min(values):.0f}-{max(values):.0f}"
+        for key, head in ((one, "CPU (1) / GraphQL"), (many, f"CPU ({concurrency}) / GraphQL")):
+            ratios = [m[key] / b[key] for m, b in zip(rounds, results[base], strict=True)]
+            row[head] = f"{statistics.median(ratios):.2f}"
         rows.append(row)
-    base = rows[0]
-    for row in rows:
-        row["p50 / GraphQL"] = row["p50 ms"] / base["p50 ms"]
-        row["CPU (1) / GraphQL"] = row["CPU ms/call (1)"] / base["CPU ms/call (1)"]
     return rows
 
 
@@ -197,7 +222,7 @@ async def main_async(args: argparse.Namespace) -> int:
         logs = Path(tempfile.mkdtemp(prefix="baton-bench-mcp-"))
         server = start_server(url, logs / "serve.log")
         try:
-            rows = await measure(server, url, args.calls, args.concurrency)
+            rows = await measure(server, url, args.calls, args.concurrency, args.rounds)
         finally:
             stop_server(server)
     print(table(rows))
@@ -208,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.mcp", description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3, help="every door once per round, in turn")
     p.add_argument("--database-url", default=None)
     return asyncio.run(main_async(p.parse_args(argv)))
 
