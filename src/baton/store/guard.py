@@ -22,7 +22,11 @@ def _values(enum: type[Enum]) -> str:
 
 
 def transition_function_sql(machine: Machine[TaskState, MoveName, Actor] = HANDOFF) -> str:
-    pairs = ",\n        ".join(f"('{m.source.value}', '{m.target.value}')" for m in machine.moves)
+    # Each allowed change as one text key in a constant array: the check is then a simple
+    # expression, which PL/pgSQL evaluates without a plan. `NOT IN (VALUES …)` ran a query
+    # through SPI on every update of a task, a twentieth of a move's CPU in PostgreSQL.
+    changes = dict.fromkeys(f"{m.source.value} -> {m.target.value}" for m in machine.moves)
+    allowed = ",\n        ".join(f"'{change}'" for change in changes)
     return f"""
 CREATE OR REPLACE FUNCTION {TRIGGER_FUNCTION}() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -38,9 +42,10 @@ BEGIN
         RAISE EXCEPTION 'baton: version must rise by one (% -> %)', OLD.version, NEW.version
             USING ERRCODE = 'check_violation';
     END IF;
-    IF NEW.state IS DISTINCT FROM OLD.state AND (OLD.state, NEW.state) NOT IN (VALUES
-        {pairs}
-    ) THEN
+    IF NEW.state IS DISTINCT FROM OLD.state
+        AND NOT ((OLD.state || ' -> ' || NEW.state) = ANY (ARRAY[
+        {allowed}
+    ])) THEN
         RAISE EXCEPTION 'baton: the protocol has no move % -> %', OLD.state, NEW.state
             USING ERRCODE = 'check_violation';
     END IF;
