@@ -1,6 +1,6 @@
 """The MCP door against GraphQL: the same move, the same server, the same sitting.
 
-    .venv/bin/python -m bench.mcp [--calls 500] [--concurrency 8] [--rounds 3]
+    .venv/bin/python -m bench.mcp [--calls 500] [--concurrency 8] [--slice 25]
                                   [--database-url URL]
 
 Against one fresh `baton serve` on a fresh database (an embedded PostgreSQL unless
@@ -10,29 +10,36 @@ working task (one task per client, so calls never wait on each other's row lock)
 - over GraphQL HTTP (POST /graphql, httpx), selecting what the MCP tool answers: the task
   (every field the `task` tool gives, `allowedMoves` included) and the events;
 - over MCP Streamable HTTP with the official SDK's client, in both protocol eras: 2026-07-28
-  (one POST per call, the SDK's default) and the initialize handshake (a session).
+  (one POST per call, the SDK's default) and the initialize handshake (a session);
+- and the 2026-07-28 call as the SDK writes it, from a plain HTTP client (httpx, like
+  GraphQL's): the server's work is the same, the client's far less. On a shared machine the
+  SDK's client takes CPU the server then lacks, and at `--concurrency` it bounds the calls per
+  second, which changes what a call costs the server (fewer calls share each wake-up and
+  write); this row shows the door's cost without that.
 
 For each door: `--calls` calls one after another (latency p50/p99, server CPU per call), then
-`--calls` calls from `--concurrency` clients at once (calls/s, server CPU per call). The
-clients run in this process, so calls/s is bounded by their CPU as well as the server's; the
-server's CPU per call (from /proc, for the whole `baton serve` process, 10 ms ticks) is the
-cost the door adds. The doors take turns, `--rounds` times; each figure is the median over the
-rounds, and the last columns each door's CPU per call over GraphQL's, the median of the
-rounds' ratios (a round's doors run minutes apart at most, on the same server).
+`--calls` calls from `--concurrency` clients at once (calls/s, server CPU per call). The doors
+take turns in slices (`--slice` calls one after another, or a fifth of that from each client
+at once), so that each sees the same load of a shared machine; the server's CPU per slice is
+the scheduler's account of its threads (`bench.cpu`, to the ns). The clients run in this
+process, so calls/s is bounded by their CPU as well as the server's; the server's CPU per call
+is the cost the door adds. The ratios are each door's CPU per call over GraphQL's, over the
+whole measurement and (range) over each fifth of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +51,7 @@ from baton.access.principals import Principal, PrincipalKind
 from baton.store import migrate
 from mcp import Client
 
+from .cpu import on_cpu
 from .runs import percentile, table, token
 from .server import Server, bench_database, start_server, stop_server
 
@@ -61,8 +69,20 @@ HAND_OFF = """mutation($in: HandOffInput!) { handOff(input: $in) {
   ... on HandOffSuccess { task { id } } ... on Error { code message } } }"""
 MOVE = """mutation($id: ID!) { %s(input: {id: $id}) { ... on Error { code message } } }"""
 CHECKPOINT = {"progress": "benchmarking", "nextSteps": ["measure again"]}
+BLOCKS = 5  # the ratios' range: over each fifth of a measurement
 
 Call = Callable[[str], Awaitable[None]]
+MODERN = "2026-07-28"
+PLAIN_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": MODERN,
+    "Mcp-Method": "tools/call",
+}
+PLAIN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 async def working_task(http: httpx.AsyncClient, agent: str, project: str) -> str:
@@ -90,7 +110,9 @@ class Door:
         self.label = label
         self.server = server
         self.bearer = bearer
-        self.mode = mode  # None: GraphQL
+        self.mode = (
+            mode  # None: GraphQL; "plain": MCP from a plain HTTP client; else the SDK's mode
+        )
 
     async def open(self, stack: AsyncExitStack) -> Call:
         headers = {"Authorization": f"Bearer {self.bearer}"}
@@ -107,6 +129,8 @@ class Door:
                     raise RuntimeError(answer.text)
 
             return graphql
+        if self.mode == "plain":
+            return await self._plain(stack, headers)
         client_http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
         client = await stack.enter_async_context(
             Client(
@@ -125,49 +149,77 @@ class Door:
 
         return mcp
 
+    async def _plain(self, stack: AsyncExitStack, headers: dict[str, str]) -> Call:
+        """The 2026-07-28 era's `tools/call` as the SDK's client writes it (one POST, the
+        same headers, body and `_meta`), from a plain HTTP client: the server does the same
+        work, the client a fraction of the SDK's."""
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(
+                base_url=self.server.url,
+                headers={**headers, **PLAIN_HEADERS},
+                timeout=60,
+            )
+        )
+        ids = itertools.count(1)
 
-async def sequential(door: Door, task_id: str, calls: int) -> dict[str, float]:
-    async with AsyncExitStack() as stack:
-        call = await door.open(stack)
-        await call(task_id)  # warm: the connection, the session, the engine's caches
-        cpu = door.server.cpu_seconds()
-        latencies = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            await call(task_id)
-            latencies.append(time.perf_counter() - started)
-        spent = door.server.cpu_seconds() - cpu
-    return {
-        "p50 ms": percentile(latencies, 0.5) * 1000,
-        "p99 ms": percentile(latencies, 0.99) * 1000,
-        "CPU µs/call (1)": spent * 1e6 / calls,
-    }
+        async def mcp(task_id: str) -> None:
+            params = {
+                "name": "saveCheckpoint",
+                "arguments": {"id": task_id, "checkpoint": CHECKPOINT},
+                "_meta": PLAIN_META,
+            }
+            call = {"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": params}
+            answer = await http.post("/mcp", json=call, headers={"Mcp-Name": "saveCheckpoint"})
+            result = answer.json().get("result") if answer.status_code == 200 else None
+            if not isinstance(result, dict) or result.get("isError") is not False:
+                raise RuntimeError(answer.text[:500])
+
+        return mcp
 
 
-async def concurrent(door: Door, task_ids: list[str], calls: int) -> dict[str, float]:
-    per_client = max(1, calls // len(task_ids))
-    async with AsyncExitStack() as stack:
-        callers = [await door.open(stack) for _ in task_ids]
-        await asyncio.gather(*(c(t) for c, t in zip(callers, task_ids, strict=True)))
-        cpu = door.server.cpu_seconds()
-        started = time.perf_counter()
+@dataclass
+class Tally:
+    """What a door's slices of one measurement add up to."""
 
-        async def client(call: Call, task_id: str) -> None:
-            for _ in range(per_client):
-                await call(task_id)
+    cpu: float = 0.0  # server CPU seconds
+    wall: float = 0.0
+    calls: int = 0
+    latencies: list[float] = field(default_factory=list)
+    # Server CPU of each block of passes (`BLOCKS` of them), for the spread of the ratios.
+    blocks: list[float] = field(default_factory=list)
 
-        await asyncio.gather(*(client(c, t) for c, t in zip(callers, task_ids, strict=True)))
-        elapsed = time.perf_counter() - started
-        spent = door.server.cpu_seconds() - cpu
-    total = per_client * len(task_ids)
-    return {
-        f"calls/s ({len(task_ids)})": total / elapsed,
-        f"CPU µs/call ({len(task_ids)})": spent * 1e6 / total,
-    }
+
+async def interleaved(
+    doors: list[Door], clients: dict[str, list[tuple[Call, str]]], per_client: int, passes: int
+) -> dict[str, Tally]:
+    """`passes` passes; in each, every door in turn (the order turning by one) makes a slice of
+    calls: each of its clients `per_client` calls one after another, the clients at once."""
+    tallies = {door.label: Tally(blocks=[0.0] * BLOCKS) for door in doors}
+    pid = doors[0].server.pid
+    for n in range(passes):
+        turn = n % len(doors)
+        for door in doors[turn:] + doors[:turn]:
+            tally = tallies[door.label]
+
+            async def client(call: Call, task_id: str, latencies: list[float]) -> None:
+                for _ in range(per_client):
+                    started = time.perf_counter()
+                    await call(task_id)
+                    latencies.append(time.perf_counter() - started)
+
+            pairs = clients[door.label]
+            cpu, started = on_cpu(pid), time.perf_counter()
+            await asyncio.gather(*(client(c, t, tally.latencies) for c, t in pairs))
+            tally.wall += time.perf_counter() - started
+            spent = on_cpu(pid) - cpu
+            tally.cpu += spent
+            tally.blocks[n * BLOCKS // passes] += spent
+            tally.calls += per_client * len(pairs)
+    return tallies
 
 
 async def measure(
-    server: Server, url: str, calls: int, concurrency: int, rounds: int
+    server: Server, url: str, calls: int, concurrency: int, slice_calls: int
 ) -> list[dict[str, Any]]:
     tag = secrets.token_hex(3)
     agent = f"mcp{tag}/bench"
@@ -180,36 +232,48 @@ async def measure(
         Door("GraphQL HTTP", server, bearer, None),
         Door("MCP HTTP, 2026-07-28", server, bearer, "auto"),
         Door("MCP HTTP, handshake", server, bearer, "legacy"),
+        Door("MCP HTTP, 2026-07-28, plain client", server, bearer, "plain"),
     ]
-    results: dict[str, list[dict[str, float]]] = {door.label: [] for door in doors}
-    for r in range(rounds):
+    async with AsyncExitStack() as stack:
+        clients: dict[str, list[tuple[Call, str]]] = {}
         for door in doors:
-            print(f"bench.mcp: {door.label}, round {r + 1}", file=sys.stderr)
-            figures = await sequential(door, tasks[0], calls)
-            figures.update(await concurrent(door, tasks, calls))
-            results[door.label].append(figures)
-    return rows_of(results, doors[0].label, concurrency)
+            clients[door.label] = [(await door.open(stack), task_id) for task_id in tasks]
+            # Warm: the connections, the sessions, the engine's caches.
+            await asyncio.gather(*(call(task_id) for call, task_id in clients[door.label]))
+        print(f"bench.mcp: {calls} calls one after another, each door", file=sys.stderr)
+        one = await interleaved(
+            doors, {k: v[:1] for k, v in clients.items()}, slice_calls, max(1, calls // slice_calls)
+        )
+        print(f"bench.mcp: {calls} calls from {concurrency} clients, each door", file=sys.stderr)
+        per_client = max(1, slice_calls // 5)
+        many = await interleaved(
+            doors, clients, per_client, max(1, calls // (per_client * concurrency))
+        )
+    return rows_of(doors[0].label, one, many, concurrency)
 
 
 def rows_of(
-    results: dict[str, list[dict[str, float]]], base: str, concurrency: int
+    base: str, one: dict[str, Tally], many: dict[str, Tally], concurrency: int
 ) -> list[dict[str, Any]]:
-    """Each door's figures, the median over the rounds (the spread of CPU per call beside it),
-    and its CPU per call over `base`'s: the median of each round's ratio."""
-    one, many = "CPU µs/call (1)", f"CPU µs/call ({concurrency})"
+    """Each door's figures, and its CPU per call over `base`'s: over the whole measurement,
+    and the range of that ratio over its blocks of passes."""
     rows = []
-    for label, rounds in results.items():
-        row: dict[str, Any] = {"door (saveCheckpoint)": label}
-        for key in rounds[0]:
-            values = [r[key] for r in rounds]
-            row[key] = (
-                round(statistics.median(values)) if "µs" in key else statistics.median(values)
-            )
-            if key == one:
-                row["(1) min-max"] = f"{min(values):.0f}-{max(values):.0f}"
-        for key, head in ((one, "CPU (1) / GraphQL"), (many, f"CPU ({concurrency}) / GraphQL")):
-            ratios = [m[key] / b[key] for m, b in zip(rounds, results[base], strict=True)]
-            row[head] = f"{statistics.median(ratios):.2f}"
+    for label in one:
+        alone, together = one[label], many[label]
+        row: dict[str, Any] = {
+            "door (saveCheckpoint)": label,
+            "p50 ms": percentile(alone.latencies, 0.5) * 1000,
+            "p99 ms": percentile(alone.latencies, 0.99) * 1000,
+            "CPU µs/call (1)": round(alone.cpu * 1e6 / alone.calls),
+            f"calls/s ({concurrency})": together.calls / together.wall,
+            f"CPU µs/call ({concurrency})": round(together.cpu * 1e6 / together.calls),
+        }
+        for name, tallies in (("1", one), (str(concurrency), many)):
+            mine, theirs = tallies[label], tallies[base]
+            ratio = (mine.cpu / mine.calls) / (theirs.cpu / theirs.calls)
+            blocks = [m / t for m, t in zip(mine.blocks, theirs.blocks, strict=True) if m and t]
+            row[f"CPU ({name}) / GraphQL"] = f"{ratio:.2f}"
+            row[f"({name}) range"] = f"{min(blocks):.2f}-{max(blocks):.2f}" if blocks else "n/a"
         rows.append(row)
     return rows
 
@@ -222,7 +286,7 @@ async def main_async(args: argparse.Namespace) -> int:
         logs = Path(tempfile.mkdtemp(prefix="baton-bench-mcp-"))
         server = start_server(url, logs / "serve.log")
         try:
-            rows = await measure(server, url, args.calls, args.concurrency, args.rounds)
+            rows = await measure(server, url, args.calls, args.concurrency, args.slice)
         finally:
             stop_server(server)
     print(table(rows))
@@ -233,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.mcp", description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=3, help="every door once per round, in turn")
+    p.add_argument(
+        "--slice", type=int, default=25, help="calls a door makes before the next one's turn"
+    )
     p.add_argument("--database-url", default=None)
     return asyncio.run(main_async(p.parse_args(argv)))
 
