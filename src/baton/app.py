@@ -23,8 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from baton.a2a import push
-from baton.a2a.http import A2ADoor
+from baton.a2a import deferred
 from baton.access import tokens as api_tokens
 from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
@@ -316,7 +315,7 @@ def create_app(
             ),
             # A2A push notifications: each update as A2A's StreamResponse (baton.a2a.push).
             payload_formats={
-                PayloadFormat.A2A: Format(push.render, token_header=push.TOKEN_HEADER)
+                PayloadFormat.A2A: Format(deferred.render, token_header=deferred.TOKEN_HEADER)
             },
         )
         webhooks = WebhookService(db, box, policy, on_change=deliveries.wake)
@@ -428,7 +427,8 @@ def create_app(
     def metered(app: ASGIApp, render: Render = graphql_envelope, effects: bool = False) -> ASGIApp:
         return Metered(app, ledger, tokens, render, effects=effects)
 
-    a2a_door = A2ADoor.from_settings(
+    # Loaded on its first request: the A2A SDK's import would lengthen every start.
+    a2a_door = deferred.DeferredDoor(
         settings, tokens, context, lambda: TaskContexts(runtime["current"].db)
     )
     # A message hands a task off or moves it: refused before it runs, never after.
