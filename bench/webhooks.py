@@ -76,8 +76,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def seed_endpoints(url: str, owner: str, receiver: str, count: int) -> None:
-    """`count` endpoints taking every task event from now on; the last one is down."""
+async def seed_endpoints(
+    url: str, owner: str, receiver: str, count: int, *, down: bool = True
+) -> None:
+    """`count` endpoints taking every task event from now on; the last one is down (unless
+    not `down`)."""
     closed = f"http://127.0.0.1:{_free_port()}/down"  # nothing listens there
     conn = await asyncpg.connect(libpq_url(url))
     try:
@@ -85,7 +88,7 @@ async def seed_endpoints(url: str, owner: str, receiver: str, count: int) -> Non
             (
                 f"wh_bench{n:04d}",
                 owner,
-                closed if n == count - 1 else f"{receiver}/e{n}",
+                closed if down and n == count - 1 else f"{receiver}/e{n}",
                 "plain:" + new_secret(),
             )
             for n in range(count)
