@@ -69,6 +69,7 @@ from baton.services import task_contexts
 from baton.services.context import Context
 from baton.services.task_contexts import TaskContext, TaskContexts
 from baton.services.tasks import MoveArgs, Outcome, TaskService
+from baton.settings import Settings
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.tasks import TaskQuery, decode_cursor, encode_cursor, storable_time
 
@@ -78,7 +79,8 @@ MAX_HISTORY: Final = 100
 MAX_PAGE_HISTORY: Final = 200
 # The most one answer may weigh (the response budget of GraphQL's engine).
 MAX_ANSWER_BYTES: Final = DEFAULT_LIMITS.max_response_bytes
-BLOCKING_SECONDS: Final = 30.0
+# How long a blocking SendMessage waits for its task to settle (BATON_A2A_BLOCKING_SECONDS).
+BLOCKING_SECONDS: Final = Settings.a2a_blocking_seconds
 # Reading a task and its newest event as one snapshot: tries while events keep coming.
 SNAPSHOT_TRIES: Final = 5
 
