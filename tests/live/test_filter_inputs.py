@@ -3,6 +3,7 @@ endpoint's filter as stored, are the same filter held to the same bounds. No ser
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import pytest
@@ -81,3 +82,15 @@ def test_a_run_filter_refuses_a_task_filter_s_condition() -> None:
     with pytest.raises(InvalidInput) as refused:
         RunEventFilter.from_stored({"kinds": ["moved"]})
     assert refused.value.field == "filter.kinds"
+
+
+def test_equal_filters_are_one_object_while_any_is_in_use() -> None:
+    """Thousands of subscriptions of one filter hold one filter (its sets and its tests)."""
+    first = TaskEventInput(projects=["p"], kinds=[TaskEventKind.moved]).to_filter()
+    second = EventFilter.from_stored({"kinds": ["moved"], "projects": ["p"]})
+    assert first is second
+    assert first is not EventFilter.of({"projects": ["q"]})
+    assert EventFilter.of({}) is EventFilter.of({})
+    assert RunEventFilter.of({}) is not EventFilter.of({})  # equal fields, another log
+    gone = weakref.ref(EventFilter.of({"projects": ["gone"]}))
+    assert gone() is None  # one nothing uses is not kept

@@ -101,7 +101,7 @@ class Subscription:
         filter: TaskEventFilter | None = None,
         after: strawberry.ID | None = None,
     ) -> AsyncGenerator[TaskEvent, None]:
-        where = filter.to_filter() if filter is not None else EventFilter()
+        where = filter.to_filter() if filter is not None else EventFilter.of({})
         cursor = parse_event_cursor(str(after)) if after is not None else None
         principal = info.context.principal
         async for event in info.context.events.stream(principal, where, cursor):
@@ -150,7 +150,7 @@ class Subscription:
         filter: RunEventFilter | None = None,
         after: strawberry.ID | None = None,
     ) -> AsyncGenerator[RunEventEntry, None]:
-        where = filter.to_filter() if filter is not None else RunFilterSpec()
+        where = filter.to_filter() if filter is not None else RunFilterSpec.of({})
         cursor = parse_event_cursor(str(after)) if after is not None else None
         principal = info.context.principal
         async for event in info.context.run_events.stream(principal, where, cursor):
