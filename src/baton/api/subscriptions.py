@@ -17,7 +17,7 @@ from baton.live.filters import RunEventFilter as RunFilterSpec
 from baton.protocol.handoff import HANDOFF, TaskState
 from baton.protocol.pipeline import RunEvent, RunStatus
 from baton.services.context import Context
-from baton.store.records import TaskEventKind
+from baton.store.records import EventRecord, RunEventRecord, TaskEventKind
 
 F = TypeVar("F", bound=LogFilter[Any])
 
@@ -95,18 +95,17 @@ class Subscription:
         "A WebSocket runs at most 100 operations (subscriptions) at once.",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
-    async def task_events(
+    def task_events(
         self,
         info: Info[Context, None],
         filter: TaskEventFilter | None = None,
         after: strawberry.ID | None = None,
     ) -> AsyncGenerator[TaskEvent, None]:
+        # The hub's stream itself, not a generator around it: live events may be pushed past
+        # its task (`baton.live.streams`).
         where = filter.to_filter() if filter is not None else EventFilter.of({})
         cursor = parse_event_cursor(str(after)) if after is not None else None
-        principal = info.context.principal
-        async for event in info.context.events.stream(principal, where, cursor):
-            yield TaskEvent(record=event)
-            del event  # a replayed event is this stream's own copy: not kept while idle
+        return info.context.events.stream_of(_task_event, info.context.principal, where, cursor)
 
     @strawberry.subscription(
         name="taskUpdated",
@@ -144,7 +143,7 @@ class Subscription:
         f"{EXPIRED}",
         metadata=EVENT_STREAM_ARGUMENTS,
     )
-    async def run_events(
+    def run_events(
         self,
         info: Info[Context, None],
         filter: RunEventFilter | None = None,
@@ -153,6 +152,12 @@ class Subscription:
         where = filter.to_filter() if filter is not None else RunFilterSpec.of({})
         cursor = parse_event_cursor(str(after)) if after is not None else None
         principal = info.context.principal
-        async for event in info.context.run_events.stream(principal, where, cursor):
-            yield RunEventEntry(record=event)
-            del event  # a replayed event is this stream's own copy: not kept while idle
+        return info.context.run_events.stream_of(_run_event, principal, where, cursor)
+
+
+def _task_event(record: EventRecord) -> TaskEvent:
+    return TaskEvent(record=record)
+
+
+def _run_event(record: RunEventRecord) -> RunEventEntry:
+    return RunEventEntry(record=record)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Hashable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -48,6 +48,7 @@ from baton.engine.limits import Limits
 from baton.engine.plans import Compiler, FieldPlan, TypePlan, Unsupported
 from baton.engine.sharing import SharedOutcomes, share_key
 from baton.engine.variables import Coercer
+from baton.live.streams import Passing, Pushable, Sink
 from baton.telemetry.requests import note_operation
 from baton.telemetry.spans import span
 
@@ -59,6 +60,7 @@ log = logging.getLogger("baton.engine")
 MAX_VARIABLE_ERRORS = 20
 INLINE_VALUES = 200  # variables holding more are coerced on a worker thread
 INTROSPECTION = ("__schema", "__type")
+MAX_FRAMES = 4  # frames kept with one outcome (`Outcome.framed`)
 _MISSING: Any = object()
 
 
@@ -72,6 +74,7 @@ class Outcome:
     final_error: bool = False
     _encoded: bytes | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
+    _frames: dict[Hashable, bytes] | None = field(default=None, repr=False)
 
     @property
     def refused(self) -> bool:
@@ -95,6 +98,20 @@ class Outcome:
         if self._text is None:
             self._text = self.encoded().decode()
         return self._text
+
+    def framed(self, key: Hashable, make: Callable[[bytes], bytes]) -> bytes:
+        """`make` of the payload, the bytes a door writes (a whole WebSocket frame, an SSE
+        event), made once for every subscriber whose frame is the same (`key`: the door, and
+        what it puts around the payload). At most `MAX_FRAMES` are kept."""
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = {}
+        frame = frames.get(key)
+        if frame is None:
+            frame = make(self.encoded())
+            if len(frames) < MAX_FRAMES:
+                frames[key] = frame
+        return frame
 
 
 def refused(*errors: GraphQLError) -> Outcome:
@@ -122,9 +139,10 @@ class Engine:
         self.schema = schema
         self.limits = limits
         self.documents = DocumentCache(schema._schema, limits)
-        # An outcome holds its payload twice once sent (bytes and text).
+        # An outcome holds its payload twice once sent (bytes and text), and up to
+        # `MAX_FRAMES` frames made of it.
         self.shared: SharedOutcomes[Outcome] = SharedOutcomes(
-            size=lambda outcome: 2 * len(outcome.encoded())
+            size=lambda outcome: (2 + MAX_FRAMES) * (len(outcome.encoded()) + 64)
         )
         self.costs = CostModel(schema._schema)
 
@@ -374,32 +392,80 @@ class Engine:
         except Exception as exc:
             run.settle(run.fail(exc, field, (None, field.key, 0)), None)
             return Outcome(None, formatted(run.errors))
-        group = None
-        if sharing is not None:
-            # As text: orjson's bytes keep their 4 KiB write buffer, held here for as long as
-            # the subscription lives (bench/idle_memory.py found it the largest item).
-            variables = orjson.dumps(request.variables or {}, option=orjson.OPT_SORT_KEYS)
-            group = (ready.prepared.text, request.operation_name, variables.decode(), sharing)
-        return self._stream(run, field, source, group)
+        if sharing is None:
+            return self._stream(run, field, source, None)
+        # As text: orjson's bytes keep their 4 KiB write buffer, held here for as long as
+        # the subscription lives (bench/idle_memory.py found it the largest item).
+        variables = orjson.dumps(request.variables or {}, option=orjson.OPT_SORT_KEYS)
+        group = (ready.prepared.text, request.operation_name, variables.decode(), sharing)
+        stream = self._stream(run, field, source, group)
+        if not isinstance(source, Pushable):
+            return stream
+        complete = partial(_complete, self.limits, run, field)
+        return Passing(stream, _SharedPush(source, self.shared, group, complete))
 
     async def _stream(
         self, run: Run, field: FieldPlan, source: AsyncIterator[Any], group: Hashable | None
     ) -> AsyncGenerator[Outcome, None]:
         complete = partial(_complete, self.limits)
-        while True:
-            try:
-                item = await anext(source)
-            except StopAsyncIteration:
-                return
-            except Exception as exc:
-                yield Outcome(None, formatted(stream_failed(run, field, exc)), final_error=True)
-                return
-            key = share_key(item)
-            if group is None or key is None:
-                yield await complete(run, field, item)
-            else:
-                yield await self.shared.get((group, key), partial(complete, run, field, item))
-            del item  # may be one subscriber's own copy of an event: not kept while it waits
+        try:
+            while True:
+                try:
+                    item = await anext(source)
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    failed = formatted(stream_failed(run, field, exc))
+                    yield Outcome(None, failed, final_error=True)
+                    return
+                key = share_key(item)
+                if group is None or key is None:
+                    yield await complete(run, field, item)
+                else:
+                    yield await self.shared.get((group, key), partial(complete, run, field, item))
+                del item  # may be one subscriber's own copy of an event: not kept while it waits
+        finally:
+            # Closed now, not when the collector finds it: a live stream leaves its hub.
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class _SharedPush:
+    """Items pushed past a subscription's task (`baton.live.streams`) go on as their shared
+    outcome when it is there at once (done already, or needing no I/O); one that is not goes
+    through the stream, which waits for it."""
+
+    __slots__ = ("complete", "group", "shared", "sink", "source")
+
+    def __init__(
+        self,
+        source: Pushable[Any],
+        shared: SharedOutcomes[Outcome],
+        group: Hashable,
+        complete: Callable[[Any], Awaitable[Outcome]],
+    ) -> None:
+        self.source: Pushable[Any] | None = source
+        self.shared = shared
+        self.group = group
+        self.complete = complete
+        self.sink: Sink[Outcome] | None = None
+
+    def push_to(self, sink: Sink[Outcome]) -> None:
+        # The source holds this once it is told, for as long as it lives: holding the source
+        # here as well would keep a finished stream's source alive through this.
+        source, self.source = self.source, None
+        self.sink = sink
+        if source is not None:
+            source.push_to(self)
+
+    def __call__(self, item: Any) -> bool:
+        key = share_key(item)
+        sink = self.sink
+        if key is None or sink is None:
+            return False
+        outcome = self.shared.now((self.group, key), self.complete, item)
+        return outcome is not None and sink(outcome)
 
 
 async def _complete(limits: Limits, run: Run, field: FieldPlan, item: Any) -> Outcome:

@@ -17,9 +17,11 @@ import contextvars
 import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Hashable
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 EXECUTION = "baton-shared-execution"  # the name of the tasks that run shared executions
 
@@ -73,6 +75,23 @@ class SharedOutcomes(Generic[T]):
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.setdefault(entry, []).append(waiter)
             await waiter
+        return self._result(key, entry)
+
+    def now(self, key: Hashable, compute: Callable[[A], Awaitable[T]], arg: A) -> T | None:
+        """The answer for `key` if it is there now, else None (then `get` waits for it). A
+        missing one is started with `compute(arg)` and is there at once when it needs no I/O:
+        the live fan-out asks for it in a loop over thousands of subscribers, where nothing
+        may wait."""
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._start(partial(compute, arg))
+            self._entries[key] = entry
+            self._evict()
+        if not entry.done() or entry.cancelled() or entry.exception() is not None:
+            return None  # `get` raises what it raised, for the subscriber's own stream
+        return self._result(key, entry)
+
+    def _result(self, key: Hashable, entry: asyncio.Future[T]) -> T:
         result = entry.result()
         if key not in self._sizes and self._entries.get(key) is entry:
             self._sizes[key] = size = self.size(result)

@@ -24,6 +24,15 @@ cursor is below the floor ends with `CursorExpired` instead of missing them.
 What one subscriber holds is bounded in bytes as well as in events (sizes are the events' JSON
 encoding), so a consumer that stops reading pins little: its live queue falls back to the log
 past `QUEUE_BYTES`, and a replay reads the log in batches of about `REPLAY_BYTES`.
+
+A live event reaches a subscriber whose stream waits with nothing queued through the sink the
+layers above pushed down (`baton.live.streams`): the filter, the answer shared by its group
+and the frame's write run in the reader's own loop over its subscribers, with no task woken.
+Otherwise (the stream is replaying, behind, or a layer cannot take the event now) the event
+goes into the subscriber's queue and wakes its stream, which skips what the sink took (the
+cursor is the subscriber's, shared by both ways). The loop lets the event loop run other work
+every `FAN_OUT_SECONDS`: the position has moved past the events first, so a subscriber that
+joins meanwhile starts after them, and every subscriber it reaches gets each event once.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -42,6 +51,7 @@ from broadcaster import Broadcast
 
 from baton.access.principals import Principal
 from baton.errors import CursorExpired
+from baton.live.streams import Passing, Sink
 from baton.metrics import DELIVERIES, LIVE_SUBSCRIPTIONS
 from baton.store.db import Connection, Database
 from baton.store.eventlog import READABLE_BELOW, floor, newest_readable
@@ -59,6 +69,8 @@ STOP_SECONDS = 5.0  # the most `stop()` waits for its tasks and the broker's dis
 RECHECK_FIRST = 0.002  # seconds before reading again while an announced event is not readable
 RECHECK_MAX = 0.1  # the longest wait between such reads
 RECHECK_GIVE_UP = 30.0  # then only the poll reads again (an announcement from a wiped log)
+FAN_OUT_SECONDS = 0.005  # the longest the fan-out runs before other work gets a turn
+FAN_OUT_CHUNK = 16  # subscribers between two looks at the clock
 
 
 class Event(Protocol):
@@ -70,6 +82,7 @@ class Event(Protocol):
 
 
 E = TypeVar("E", bound=Event)
+T = TypeVar("T")
 
 
 class Filter(Protocol[E]):  # type: ignore[misc]
@@ -154,24 +167,77 @@ class EventLog(Generic[E]):
         return [self.parse(r) for r in await conn.fetch(sql, list(ids))]
 
 
+def _same(event: E) -> E:
+    return event
+
+
 def size_of(event: object) -> int:
     """An event's size as JSON: what it weighs against the bounds on what is held for one
     subscriber (a fair measure of the memory its strings and lists take)."""
     return len(orjson.dumps(event, default=str))
 
 
-class Subscriber(Generic[E]):
+class Subscriber(Generic[E, T]):
     """One live stream's inbox. Idle (the usual state of thousands of subscriptions) it holds
     no queue, only the future its stream waits on: an `asyncio.Queue` with its deques and
-    event weighed about 3 KB per subscription (bench/idle_memory.py)."""
+    event weighed about 3 KB per subscription (bench/idle_memory.py). Its stream yields
+    `make` of each event it passes; so does its sink take them."""
 
-    __slots__ = ("_events", "_waiter", "overflowed", "queued_bytes")
+    __slots__ = (
+        "_events",
+        "_waiter",
+        "cursor",
+        "make",
+        "overflowed",
+        "principal",
+        "queued_bytes",
+        "sink",
+        "where",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, principal: Principal, where: Filter[E], make: Callable[[E], T]) -> None:
         self._events: deque[tuple[E, int]] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self.queued_bytes = 0
         self.overflowed = False
+        self.principal = principal
+        self.where = where
+        self.make = make
+        self.cursor = 0  # the last event id its stream has passed, by either way
+        self.sink: Sink[T] | None = None  # takes matching live events past the stream's task
+
+    def push_to(self, sink: Sink[T]) -> None:
+        self.sink = sink
+
+    def deliver(self, event: E, size: int) -> bool:
+        """Hand `event` on: True when the sink sent it, at once; else (the event did not
+        match, or is queued for the stream) False."""
+        sink = self.sink
+        waiter = self._waiter
+        if (
+            sink is None
+            or waiter is None
+            or waiter.done()  # woken already: what it was woken for comes first
+            or self._events is not None
+            or self.overflowed
+        ):
+            self.offer(event, size)
+            return False
+        if event.id <= self.cursor:
+            return False
+        if not self.where.matches(event, self.principal):
+            self.cursor = event.id
+            return False
+        try:
+            taken = sink(self.make(event))
+        except Exception:  # the stream's own task meets it again, and answers for it
+            log.exception("event hub: pushing event %d to a subscriber failed", event.id)
+            taken = False
+        if not taken:
+            self.offer(event, size)
+            return False
+        self.cursor = event.id
+        return True
 
     def offer(self, event: E, size: int) -> None:
         if self.overflowed:
@@ -197,6 +263,12 @@ class Subscriber(Generic[E]):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def close(self) -> None:
+        """Its stream has ended: nothing more is pushed or queued (a fan-out that took it in
+        its list before may still reach it)."""
+        self.sink = None
+        self.reread()
 
     async def take(self) -> E | None:
         """The next event, or None once the subscriber has overflowed."""
@@ -234,7 +306,7 @@ class EventHub(Generic[E]):
         # True once the reader skipped reading because nobody listened: `position` may then be
         # behind the log, and must be brought forward before the next subscriber joins.
         self._stale = False
-        self._subscribers: set[Subscriber[E]] = set()
+        self._subscribers: set[Subscriber[E, Any]] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._announce = asyncio.Event()
@@ -396,14 +468,31 @@ class EventHub(Generic[E]):
             if not events:
                 return found
             found = True
-            subscribers = list(self._subscribers)
-            for event in events:
-                size = size_of(event)
-                for subscriber in subscribers:
-                    subscriber.offer(event, size)
+            # Moved past them first: a subscriber that joins while the fan-out yields starts
+            # after these events, which it is not in the list to get.
             self.position = events[-1].id
+            await self._fan_out(events)
             if len(events) < BATCH:
                 return found
+
+    async def _fan_out(self, events: list[E]) -> None:
+        """Each event to every subscriber, subscriber by subscriber (one's events in order),
+        letting other work run every `FAN_OUT_SECONDS`."""
+        sizes = [size_of(event) for event in events]
+        subscribers = list(self._subscribers)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        for start in range(0, len(subscribers), FAN_OUT_CHUNK):
+            now = datetime.now(UTC)
+            # `at` is the writing transaction's timestamp, a hair before its commit.
+            lags = [max(0.0, (now - event.at).total_seconds()) for event in events]
+            for subscriber in subscribers[start : start + FAN_OUT_CHUNK]:
+                for event, size, lag in zip(events, sizes, lags, strict=True):
+                    if subscriber.deliver(event, size):
+                        DELIVERIES.sent(lag)
+            if loop.time() - began > FAN_OUT_SECONDS:
+                await asyncio.sleep(0)
+                began = loop.time()
 
     # --- reading --------------------------------------------------------------------------
 
@@ -428,9 +517,9 @@ class EventHub(Generic[E]):
 
     # --- streams --------------------------------------------------------------------------
 
-    async def _subscribe(self) -> Subscriber[E]:
-        """A registered subscriber (`stream` unregisters it; no context manager, whose
-        objects every idle stream would hold)."""
+    async def _subscribe(self, subscriber: Subscriber[E, Any]) -> None:
+        """Register `subscriber` (`stream` unregisters it; no context manager, whose objects
+        every idle stream would hold)."""
         if self._stale:
             # Bring the position up to the log before registering: from here on, the reader
             # delivers everything after it, and a replaying subscriber reads the rest itself.
@@ -439,47 +528,70 @@ class EventHub(Generic[E]):
             if self._stale:
                 self.position = max(self.position, newest)
                 self._stale = False
-        subscriber: Subscriber[E] = Subscriber()
         self._subscribers.add(subscriber)
         LIVE_SUBSCRIPTIONS.inc()
         # A commit announced while it joined woke no reader (it had no subscriber yet).
         self._wake.set()
-        return subscriber
 
-    async def stream(
+    def stream(
         self,
         principal: Principal,
         where: Filter[E],
         after: int | None = None,
         *,
         expires: bool = True,
-    ) -> AsyncIterator[E]:
+    ) -> Passing[E]:
         """Matching events in id order: those after `after` from the log, then live ones.
 
         A replay from below the log's floor raises `CursorExpired`, unless `expires` is False:
         for a cursor the server took from one subject's own events (`last_event_of`) and a
         filter on that subject, whose events are removed only with it."""
-        subscriber = await self._subscribe()
+        return self.stream_of(_same, principal, where, after, expires=expires)
+
+    def stream_of(
+        self,
+        make: Callable[[E], T],
+        principal: Principal,
+        where: Filter[E],
+        after: int | None = None,
+        *,
+        expires: bool = True,
+    ) -> Passing[T]:
+        """`stream`, yielding `make` of each event; live ones may be pushed past the stream's
+        consumer (`Passing.push_to`). A resolver's items made here spare every subscription
+        a generator of its own around the stream."""
+        subscriber = Subscriber(principal, where, make)
+        return Passing(self._stream(subscriber, after, expires), subscriber)
+
+    async def _stream(
+        self, subscriber: Subscriber[E, T], after: int | None, expires: bool
+    ) -> AsyncGenerator[T, None]:
+        await self._subscribe(subscriber)
         try:
             # Registered before reading, so nothing committed from here on can be missed.
-            cursor = self.position if after is None else after
+            subscriber.cursor = self.position if after is None else after
             replaying = after is not None
+            principal, where, make = subscriber.principal, subscriber.where, subscriber.make
             while True:
                 if replaying or subscriber.overflowed:
                     subscriber.overflowed = False
                     replaying = False
-                    async for event in self._replay(cursor, principal, where, expires):
-                        cursor = event.id
-                        yield self._sent(event)
+                    replay = self._replay(subscriber.cursor, principal, where, expires)
+                    async for event in replay:
+                        subscriber.cursor = event.id
+                        yield make(self._sent(event))
                         del event  # this stream's own copy: not kept while it waits
+                    del replay
                     continue
                 live = await subscriber.take()
-                if live is None or live.id <= cursor:  # None: overflowed, replay
+                if live is None or live.id <= subscriber.cursor:  # None: overflowed, replay
                     continue
-                cursor = live.id
+                subscriber.cursor = live.id
                 if where.matches(live, principal):
-                    yield self._sent(live)
+                    yield make(self._sent(live))
+                del live
         finally:
+            subscriber.close()
             self._subscribers.discard(subscriber)
             LIVE_SUBSCRIPTIONS.dec()
 

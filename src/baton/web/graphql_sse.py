@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from contextvars import Context
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -50,6 +51,7 @@ from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
+from baton.live.streams import Pushable
 from baton.web.graphql_http import (
     GRAPHQL_RESPONSE,
     JSON,
@@ -273,6 +275,8 @@ class GraphQLSSE:
     ) -> None:
         """Events from `source` to the client until either ends, or the stream is ended."""
         stream.serve()
+        if isinstance(source, Pushable):
+            source.push_to(partial(_push, stream))
         producer = asyncio.create_task(_produce(stream, source))
         stream.producer = producer
         if stream.closing:  # revoked or stopped before it began: nothing more is wanted
@@ -472,10 +476,21 @@ async def _start(send: Send, body: bytes, *, more: bool = True) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": more})
 
 
+def _push(stream: _Stream, outcome: Outcome) -> bool:
+    """An event from the live fan-out, with no task woken (`baton.live.streams`): written as
+    `_produce` would (its task waits with nothing queued), the frame made once per event for
+    every stream. A stream it overflows is dropped (its producer is cancelled)."""
+    stream.write(outcome.framed(_NEXT, next_event))
+    return True
+
+
+_NEXT = "sse next"  # the key of an SSE `next` event's frame (`Outcome.framed`)
+
+
 async def _produce(stream: _Stream, source: AsyncGenerator[Outcome, None]) -> None:
     try:
         async for outcome in source:
-            if not stream.write(next_event(outcome.encoded())):
+            if not stream.write(outcome.framed(_NEXT, next_event)):
                 return
         stream.write(COMPLETE, last=True)
     except asyncio.CancelledError:

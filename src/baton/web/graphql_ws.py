@@ -17,8 +17,11 @@ answered by closing with 1013 (try again later).
 
 Each event of a subscription goes out as one text frame; the engine shares one execution (and
 one encoded payload) among subscribers of the same document, variables and principal, so here
-a frame is that payload with the operation's id put in front. An operation whose result is
-being sent waits until the connection takes it (the peer's pace sets the stream's). What waits
+a frame is that payload with the operation's id put in front, made once per event for every
+operation of the same id. A live event for an operation that waits for one, on a socket with
+nothing waiting before it, is written by the hub's fan-out itself (`baton.live.streams`), with
+no task woken; otherwise the operation's task sends it. An operation whose result is being
+sent waits until the connection takes it (the peer's pace sets the stream's). What waits
 for one socket's peer (messages being sent and the connection's write buffer) is capped at
 `max_queued_bytes`, and a peer may take none of it for at most `send_timeout` seconds: past
 either the socket is closed with 1008 (policy violation). One message larger than the cap
@@ -61,8 +64,10 @@ from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
+from baton.live.streams import Pushable
 from baton.telemetry.requests import answered
 from baton.web.outbound import Account, Ledger
+from baton.web.ws_connection import text_frame
 from baton.web.ws_protocol import LEGACY, TRANSPORT, Close, Dialect, choose
 
 log = logging.getLogger("baton.ws")
@@ -255,10 +260,10 @@ def _account_of(send: Send) -> Account:
     return account if isinstance(account, Account) else Account()
 
 
-def _writer_of(send: Send) -> Callable[[bytes], bool] | None:
+def _writer_of(send: Send, name: str = "write_text") -> Callable[[bytes], bool] | None:
     """The connection's way to write a text frame now, past ASGI (`LeanWebSocketProtocol`'s
-    `write_text`), or None under another server."""
-    write = getattr(getattr(send, "__self__", None), "write_text", None)
+    `write_text`, or `write_frame` for a frame made already), or None under another server."""
+    write = getattr(getattr(send, "__self__", None), name, None)
     return cast(Callable[[bytes], bool], write) if callable(write) else None
 
 
@@ -303,6 +308,7 @@ class _Socket:
         "server",
         "token",
         "transport",
+        "write_frame",
         "write_now",
     )
 
@@ -315,6 +321,7 @@ class _Socket:
         under = inspect.unwrap(send)
         self.transport = _transport_of(under)
         self.write_now = _writer_of(under)
+        self.write_frame = _writer_of(under, "write_frame")
         self.account = _account_of(under)
         self.init_received = False
         self.acknowledged = False
@@ -467,6 +474,18 @@ class _Socket:
             self.sending -= 1
             account.sent(size)
 
+    def write_at_once(self, frame: bytes) -> bool:
+        """Write a whole frame (`text_frame`) now, when nothing waits before it and it fits
+        under the cap; False when `send` must carry the message (it waits for the peer, or
+        closes the socket past the cap)."""
+        write = self.write_frame
+        if self.sending or write is None:
+            return False
+        waiting = self.transport.get_write_buffer_size() if self.transport else 0
+        if waiting and waiting + len(frame) > self.server.limits.max_queued_bytes:
+            return False
+        return write(frame)
+
     async def send_json(self, message: dict[str, Any]) -> None:
         await self.send(orjson.dumps(message))
 
@@ -608,6 +627,8 @@ class _Socket:
                 if isinstance(stream, Outcome):  # refused, or its source could not start
                     await self._error(op_id, stream.errors)
                     return
+                if isinstance(stream, Pushable):
+                    stream.push_to(_Pusher(self, op_id, self.dialect))
                 try:
                     async for outcome in stream:
                         if outcome.final_error:
@@ -641,6 +662,27 @@ class _Socket:
         # The payload as encoded once for every subscriber of the event, in bytes as written.
         middle = self.dialect.next_middle
         await self.send(b"".join((b'{"id":', orjson.dumps(op_id), middle, outcome.encoded(), b"}")))
+
+
+class _Pusher:
+    """Sends an operation's `next` from the live fan-out, with no task woken (`Sink`,
+    `baton.live.streams`), written at once. The frame is made once per event for every
+    operation of the same id (clients that number their operations share one)."""
+
+    __slots__ = ("head", "socket", "task")
+
+    def __init__(self, socket: _Socket, op_id: str, dialect: Dialect) -> None:
+        self.socket = socket
+        self.task = asyncio.current_task()  # the operation's
+        self.head = b"".join((b'{"id":', orjson.dumps(op_id), dialect.next_middle))
+
+    def __call__(self, outcome: Outcome) -> bool:
+        if self.socket.closed or (self.task is not None and self.task.cancelling()):
+            return True  # the operation is over: nothing more of it goes out
+        return self.socket.write_at_once(outcome.framed(self.head, self.frame))
+
+    def frame(self, payload: bytes) -> bytes:
+        return text_frame(b"".join((self.head, payload, b"}")))
 
 
 def _request(payload: Any) -> Request | None:
