@@ -60,11 +60,11 @@ class Deliveries(Collector):
         self.lag_sum = 0.0
         self.buckets = [0] * (len(self.BOUNDS) + 1)  # the last: past every bound
 
-    def sent(self, lag: float) -> None:
-        """One event sent to one subscriber, `lag` seconds after its commit."""
-        self.count += 1
-        self.lag_sum += lag
-        self.buckets[bisect_left(self.BOUNDS, lag)] += 1  # the first bound >= lag
+    def sent(self, lag: float, subscribers: int = 1) -> None:
+        """One event sent to `subscribers` subscribers, `lag` seconds after its commit."""
+        self.count += subscribers
+        self.lag_sum += lag * subscribers
+        self.buckets[bisect_left(self.BOUNDS, lag)] += subscribers  # the first bound >= lag
 
     def collect(self) -> Iterator[Metric]:
         counter = CounterMetricFamily("baton_events_delivered", "Events sent to subscribers.")

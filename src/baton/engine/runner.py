@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
+from weakref import WeakValueDictionary
 
 import orjson
 from graphql import (
@@ -99,18 +100,20 @@ class Outcome:
             self._text = self.encoded().decode()
         return self._text
 
-    def framed(self, key: Hashable, make: Callable[[bytes], bytes]) -> bytes:
-        """`make` of the payload, the bytes a door writes (a whole WebSocket frame, an SSE
-        event), made once for every subscriber whose frame is the same (`key`: the door, and
-        what it puts around the payload). At most `MAX_FRAMES` are kept."""
+    def frame(self, key: Hashable) -> bytes | None:
+        """The bytes a door writes for this payload (a whole WebSocket frame, an SSE event),
+        kept under `key` (the door, and what it puts around the payload) by `keep_frame`:
+        made once for every subscriber whose frame is the same."""
+        frames = self._frames
+        return None if frames is None else frames.get(key)
+
+    def keep_frame(self, key: Hashable, frame: bytes) -> bytes:
+        """Keep `frame` under `key` (at most `MAX_FRAMES` are kept); returns it."""
         frames = self._frames
         if frames is None:
             frames = self._frames = {}
-        frame = frames.get(key)
-        if frame is None:
-            frame = make(self.encoded())
-            if len(frames) < MAX_FRAMES:
-                frames[key] = frame
+        if len(frames) < MAX_FRAMES:
+            frames[key] = frame
         return frame
 
 
@@ -145,6 +148,7 @@ class Engine:
             size=lambda outcome: (2 + MAX_FRAMES) * (len(outcome.encoded()) + 64)
         )
         self.costs = CostModel(schema._schema)
+        self._groups: WeakValueDictionary[tuple[Any, ...], _Group] = WeakValueDictionary()
 
     async def operation_type(self, request: Request) -> OperationType | None:
         """The kind of operation `request` would run (None when it cannot run at all)."""
@@ -397,12 +401,23 @@ class Engine:
         # As text: orjson's bytes keep their 4 KiB write buffer, held here for as long as
         # the subscription lives (bench/idle_memory.py found it the largest item).
         variables = orjson.dumps(request.variables or {}, option=orjson.OPT_SORT_KEYS)
-        group = (ready.prepared.text, request.operation_name, variables.decode(), sharing)
+        group = self._group(
+            (ready.prepared.text, request.operation_name, variables.decode(), sharing)
+        )
         stream = self._stream(run, field, source, group)
         if not isinstance(source, Pushable):
             return stream
         complete = partial(_complete, self.limits, run, field)
         return Passing(stream, _SharedPush(source, self.shared, group, complete))
+
+    def _group(self, values: tuple[Any, ...]) -> _Group:
+        """The group of subscribers sharing answers, one object for equal `values` while any
+        subscriber holds it: its identity hashes and compares at once, where the tuple would
+        hash and compare the principal each time, thousands of times an event."""
+        group = self._groups.get(values)
+        if group is None:
+            group = self._groups[values] = _Group(values)
+        return group
 
     async def _stream(
         self, run: Run, field: FieldPlan, source: AsyncIterator[Any], group: Hashable | None
@@ -429,6 +444,15 @@ class Engine:
             aclose = getattr(source, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+class _Group:
+    """Subscribers of one document, variables and principal (`Engine._group`)."""
+
+    __slots__ = ("__weakref__", "values")
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values  # the key it is interned under, held for as long as it lives
 
 
 class _SharedPush:
@@ -460,11 +484,10 @@ class _SharedPush:
             source.push_to(self)
 
     def __call__(self, item: Any) -> bool:
-        key = share_key(item)
         sink = self.sink
-        if key is None or sink is None:
+        if sink is None:
             return False
-        outcome = self.shared.now((self.group, key), self.complete, item)
+        outcome = self.shared.now_for(self.group, item, self.complete)
         return outcome is not None and sink(outcome)
 
 

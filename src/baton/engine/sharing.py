@@ -47,7 +47,9 @@ class SharedOutcomes(Generic[T]):
         self.size = size
         self.bytes = 0
         self._entries: OrderedDict[Hashable, asyncio.Future[T]] = OrderedDict()
-        self._sizes: dict[Hashable, int] = {}
+        self._sizes: dict[asyncio.Future[T], int] = {}  # by entry: its identity hashes fast
+        # The last answer `now_for` gave: thousands of subscribers of one group ask in a row.
+        self._recent: tuple[Hashable, Any, T] | None = None
         self._waiters: dict[asyncio.Future[T], list[asyncio.Future[None]]] = {}
 
     def _release(self, task: asyncio.Future[T]) -> None:
@@ -91,10 +93,27 @@ class SharedOutcomes(Generic[T]):
             return None  # `get` raises what it raised, for the subscriber's own stream
         return self._result(key, entry)
 
+    def now_for(
+        self, group: Hashable, item: Any, compute: Callable[[Any], Awaitable[T]]
+    ) -> T | None:
+        """`now` for `item` (its `share_key`) in `group`, where the live fan-out asks: the
+        same item of one event for each subscriber of the group in turn (an interned group,
+        compared by identity, and the item the hub made once for all of them)."""
+        recent = self._recent
+        if recent is not None and recent[1] is item and recent[0] is group:
+            return recent[2]
+        key = share_key(item)
+        if key is None:
+            return None
+        result = self.now((group, key), compute, item)
+        if result is not None:
+            self._recent = (group, item, result)
+        return result
+
     def _result(self, key: Hashable, entry: asyncio.Future[T]) -> T:
         result = entry.result()
-        if key not in self._sizes and self._entries.get(key) is entry:
-            self._sizes[key] = size = self.size(result)
+        if entry not in self._sizes and self._entries.get(key) is entry:
+            self._sizes[entry] = size = self.size(result)
             self.bytes += size
             self._evict()
         return result
@@ -143,8 +162,8 @@ class SharedOutcomes(Generic[T]):
         while len(self._entries) > self.max_entries or (
             self.bytes > self.max_bytes and len(self._entries) > 1
         ):
-            key, _ = self._entries.popitem(last=False)
-            self.bytes -= self._sizes.pop(key, 0)
+            _, entry = self._entries.popitem(last=False)
+            self.bytes -= self._sizes.pop(entry, 0)
 
 
 def _coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:

@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import orjson
 from broadcaster import Broadcast
@@ -209,9 +209,10 @@ class Subscriber(Generic[E, T]):
     def push_to(self, sink: Sink[T]) -> None:
         self.sink = sink
 
-    def deliver(self, event: E, size: int) -> bool:
-        """Hand `event` on: True when the sink sent it, at once; else (the event did not
+    def deliver(self, going: _Going[E]) -> bool:
+        """Hand an event on: True when the sink sent it, at once; else (the event did not
         match, or is queued for the stream) False."""
+        event = going.event
         sink = self.sink
         waiter = self._waiter
         if (
@@ -221,20 +222,20 @@ class Subscriber(Generic[E, T]):
             or self._events is not None
             or self.overflowed
         ):
-            self.offer(event, size)
+            self.offer(event, going.size)
             return False
         if event.id <= self.cursor:
             return False
-        if not self.where.matches(event, self.principal):
+        if not going.matches(self.where, self.principal):
             self.cursor = event.id
             return False
         try:
-            taken = sink(self.make(event))
+            taken = sink(going.made(self.make))
         except Exception:  # the stream's own task meets it again, and answers for it
             log.exception("event hub: pushing event %d to a subscriber failed", event.id)
             taken = False
         if not taken:
-            self.offer(event, size)
+            self.offer(event, going.size)
             return False
         self.cursor = event.id
         return True
@@ -287,6 +288,35 @@ class Subscriber(Generic[E, T]):
                 await self._waiter
             finally:
                 self._waiter = None
+
+
+class _Going(Generic[E]):
+    """One event on its way to every subscriber, with what is the same for many of them
+    worked out once: whether it matches a filter for a principal (subscribers of one filter
+    and one token share both objects), and the item a stream makes of it."""
+
+    __slots__ = ("event", "items", "matched", "sent", "size")
+
+    def __init__(self, event: E) -> None:
+        self.event = event
+        self.size = size_of(event)
+        self.items: dict[Callable[[E], Any], Any] = {}
+        # By the filter's and the principal's identity: both live while the fan-out does.
+        self.matched: dict[tuple[int, int], bool] = {}
+        self.sent = 0  # subscribers it was pushed to since the fan-out last counted
+
+    def matches(self, where: Filter[E], principal: Principal) -> bool:
+        key = (id(where), id(principal))
+        found = self.matched.get(key)
+        if found is None:
+            found = self.matched[key] = where.matches(self.event, principal)
+        return found
+
+    def made(self, make: Callable[[E], T]) -> T:
+        item = self.items.get(make)
+        if item is None:
+            item = self.items[make] = make(self.event)
+        return cast(T, item)
 
 
 class EventHub(Generic[E]):
@@ -478,18 +508,28 @@ class EventHub(Generic[E]):
     async def _fan_out(self, events: list[E]) -> None:
         """Each event to every subscriber, subscriber by subscriber (one's events in order),
         letting other work run every `FAN_OUT_SECONDS`."""
-        sizes = [size_of(event) for event in events]
+        going = [_Going(event) for event in events]
         subscribers = list(self._subscribers)
         loop = asyncio.get_running_loop()
         began = loop.time()
         for start in range(0, len(subscribers), FAN_OUT_CHUNK):
+            chunk = subscribers[start : start + FAN_OUT_CHUNK]
+            if len(going) == 1:
+                [one] = going
+                for subscriber in chunk:
+                    if subscriber.deliver(one):
+                        one.sent += 1
+            else:
+                for subscriber in chunk:
+                    for each in going:
+                        if subscriber.deliver(each):
+                            each.sent += 1
             now = datetime.now(UTC)
-            # `at` is the writing transaction's timestamp, a hair before its commit.
-            lags = [max(0.0, (now - event.at).total_seconds()) for event in events]
-            for subscriber in subscribers[start : start + FAN_OUT_CHUNK]:
-                for event, size, lag in zip(events, sizes, lags, strict=True):
-                    if subscriber.deliver(event, size):
-                        DELIVERIES.sent(lag)
+            for each in going:
+                if each.sent:
+                    # `at` is the writing transaction's timestamp, a hair before its commit.
+                    DELIVERIES.sent(max(0.0, (now - each.event.at).total_seconds()), each.sent)
+                    each.sent = 0
             if loop.time() - began > FAN_OUT_SECONDS:
                 await asyncio.sleep(0)
                 began = loop.time()

@@ -480,8 +480,13 @@ def _push(stream: _Stream, outcome: Outcome) -> bool:
     """An event from the live fan-out, with no task woken (`baton.live.streams`): written as
     `_produce` would (its task waits with nothing queued), the frame made once per event for
     every stream. A stream it overflows is dropped (its producer is cancelled)."""
-    stream.write(outcome.framed(_NEXT, next_event))
+    stream.write(_next_frame(outcome))
     return True
+
+
+def _next_frame(outcome: Outcome) -> bytes:
+    frame = outcome.frame(_NEXT)
+    return outcome.keep_frame(_NEXT, next_event(outcome.encoded())) if frame is None else frame
 
 
 _NEXT = "sse next"  # the key of an SSE `next` event's frame (`Outcome.framed`)
@@ -490,7 +495,7 @@ _NEXT = "sse next"  # the key of an SSE `next` event's frame (`Outcome.framed`)
 async def _produce(stream: _Stream, source: AsyncGenerator[Outcome, None]) -> None:
     try:
         async for outcome in source:
-            if not stream.write(outcome.framed(_NEXT, next_event)):
+            if not stream.write(_next_frame(outcome)):
                 return
         stream.write(COMPLETE, last=True)
     except asyncio.CancelledError:

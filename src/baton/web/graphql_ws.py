@@ -475,14 +475,11 @@ class _Socket:
             account.sent(size)
 
     def write_at_once(self, frame: bytes) -> bool:
-        """Write a whole frame (`text_frame`) now, when nothing waits before it and it fits
-        under the cap; False when `send` must carry the message (it waits for the peer, or
-        closes the socket past the cap)."""
+        """Write a whole frame (`text_frame`) now, when nothing waits before it; False when
+        `send` must carry the message (it waits for the peer, or closes the socket past the
+        cap). The connection writes only while its transport holds nothing unsent."""
         write = self.write_frame
         if self.sending or write is None:
-            return False
-        waiting = self.transport.get_write_buffer_size() if self.transport else 0
-        if waiting and waiting + len(frame) > self.server.limits.max_queued_bytes:
             return False
         return write(frame)
 
@@ -677,12 +674,14 @@ class _Pusher:
         self.head = b"".join((b'{"id":', orjson.dumps(op_id), dialect.next_middle))
 
     def __call__(self, outcome: Outcome) -> bool:
-        if self.socket.closed or (self.task is not None and self.task.cancelling()):
+        socket = self.socket
+        if socket.closed or (self.task is not None and self.task.cancelling()):
             return True  # the operation is over: nothing more of it goes out
-        return self.socket.write_at_once(outcome.framed(self.head, self.frame))
-
-    def frame(self, payload: bytes) -> bytes:
-        return text_frame(b"".join((self.head, payload, b"}")))
+        head = self.head
+        frame = outcome.frame(head)
+        if frame is None:
+            frame = outcome.keep_frame(head, text_frame(b"".join((head, outcome.encoded(), b"}"))))
+        return socket.write_at_once(frame)
 
 
 def _request(payload: Any) -> Request | None:

@@ -304,19 +304,23 @@ class LeanWebSocketProtocol(Accounted, WebSocketsSansIOProtocol):
 
     def write_frame(self, frame: bytes) -> bool:
         """Write `frame`, a whole text frame (`text_frame`), as `write_text` does: made once,
-        it may go to every socket that sends the same message."""
+        it may go to every socket that sends the same message. Only while the transport holds
+        nothing unsent (it pauses the writer as soon as it does)."""
         conn = self.conn
+        transport = self.transport
         if (
             self.close_sent
             or self.disconnected
             or not self.writable.is_set()
             or conn.state is not State.OPEN
             or conn.extensions
-            or self.transport.is_closing()  # reset (`baton.web.outbound`), not yet lost
+            or transport.is_closing()  # reset (`baton.web.outbound`), not yet lost
         ):
             return False
-        self.transport.write(frame)
-        self.account.measure(len(frame))  # what the peer did not take at once waits here
+        transport.write(frame)
+        account = self.account
+        if transport.get_write_buffer_size() or account.buffered:
+            account.measure(len(frame))  # what the peer did not take at once waits here
         return True
 
 
