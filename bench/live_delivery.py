@@ -421,6 +421,31 @@ def detail_row(level: Level) -> str:
     )
 
 
+def per_event_rows(level: Level) -> list[str]:
+    """Each event's latencies over its subscribers (ms from the move's response): where a
+    level's p99 comes from, one slow event or every event's tail."""
+    rows = [
+        f"{level.subscribers} subscribers, per event:",
+        f"{'event':>5}  {'first ms':>8}  {'p50 ms':>7}  {'p99 ms':>7}  {'last ms':>8}",
+    ]
+    if level.error is not None:
+        return rows[:1]
+    for n, commit in enumerate(level.commits, 1):
+        times = sorted(
+            (t - commit.committed) * 1000
+            for result in level.results
+            for t in result.received[commit.event_id]
+        )
+        if not times:
+            rows.append(f"{n:>5}  none")
+            continue
+        rows.append(
+            f"{n:>5}  {times[0]:>8.1f}  {percentile(times, 50):>7.1f}  "
+            f"{percentile(times, 99):>7.1f}  {times[-1]:>8.1f}"
+        )
+    return rows
+
+
 def anomalies(level: Level) -> list[str]:
     name = f"{level.subscribers} subscribers"
     if level.error is not None:
@@ -510,6 +535,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--workers", type=int, default=0, help="subscriber processes (0: by level)")
     p.add_argument(
+        "--per-event", action="store_true", help="also each event's latencies, level by level"
+    )
+    p.add_argument(
         "--database-url",
         default=os.environ.get("BATON_BENCH_DATABASE_URL"),
         help="a PostgreSQL server to create the bench database on "
@@ -580,6 +608,9 @@ async def main_async(args: argparse.Namespace) -> int:
     print("\n" + DETAIL_HEADER)
     for level in levels:
         print(detail_row(level))
+    if args.per_event:
+        for level in levels:
+            print("\n" + "\n".join(per_event_rows(level)))
     print(footer(levels, capped, where))
     print(f"\nwall time {time.monotonic() - started:.0f} s")
     return 1 if any(anomalies(level) for level in levels) else 0

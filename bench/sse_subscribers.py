@@ -14,6 +14,7 @@ import asyncio
 import json
 import time
 from array import array
+from typing import cast
 from urllib.parse import urlsplit
 
 from .subscribers import EVENT_ID, WorkerSpec
@@ -35,8 +36,7 @@ class SSESubscriber(asyncio.Protocol):
         self.pending = b""  # bytes after the last complete event
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         parts = urlsplit(self.spec.http_url)
         body = json.dumps({"query": self.spec.query, "variables": self.spec.variables}).encode()
         head = (
@@ -44,7 +44,7 @@ class SSESubscriber(asyncio.Protocol):
             f"Authorization: Bearer {self.spec.token}\r\nAccept: text/event-stream\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
-        transport.write(head.encode() + body)
+        self.transport.write(head.encode() + body)
 
     def data_received(self, data: bytes) -> None:
         now = time.time()
