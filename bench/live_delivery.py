@@ -1,9 +1,10 @@
 """Live delivery benchmark: how fast and how completely `taskEvents` reaches N subscribers.
 
     .venv/bin/python -m bench.live_delivery [--subscribers 1,100,1000,10000] [--events 200]
-        [--transport ws|sse]
+        [--transport ws|sse] [--processes 4] [--per-event]
 
-For each subscriber level: a fresh `baton serve` process; N WebSocket (or Server-Sent Events)
+For each subscriber level: a fresh `baton serve` process (or `--processes N` of them,
+`baton serve --workers N` with Redis between them); N WebSocket (or Server-Sent Events)
 subscribers in worker processes, all on one project; a steady stream of moves over HTTP;
 latency = receive time at a subscriber - arrival of the mutation's HTTP response. See
 bench/README.md.
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.access.tokens import create_token
@@ -171,18 +173,25 @@ def split(total: int, parts: int) -> list[int]:
 
 
 class WorkerPool:
-    """K worker processes holding the subscribers; talks to each over a pipe."""
+    """K worker processes holding the subscribers; talks to each over a pipe. Worker i
+    connects from 127.0.0.(2 + i) when `sources`: past ~28,000 sockets, one address runs out
+    of ports to the server's."""
 
-    def __init__(self, spec: WorkerSpec, subscribers: int, workers: int) -> None:
+    def __init__(
+        self, spec: WorkerSpec, subscribers: int, workers: int, *, sources: bool = False
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.processes: list[SpawnProcess] = []
         self.pipes: list[Connection] = []
-        for count in split(subscribers, workers):
+        # Opening tens of thousands of subscriptions takes minutes on two cores.
+        self.timeout = max(WORKER_TIMEOUT, subscribers / 200)
+        for i, count in enumerate(split(subscribers, workers)):
             if count == 0:
                 continue
             parent_end, child_end = context.Pipe()
+            source = f"127.0.0.{2 + i}" if sources else None
             process = context.Process(
-                target=run_worker, args=(child_end, replace(spec, count=count))
+                target=run_worker, args=(child_end, replace(spec, count=count, source=source))
             )
             process.start()
             child_end.close()
@@ -190,17 +199,17 @@ class WorkerPool:
             self.pipes.append(parent_end)
 
     async def _gather(self, expected: str) -> list[Any]:
-        replies = await asyncio.gather(*(self._receive(pipe) for pipe in self.pipes))
+        replies = await asyncio.gather(*(self._receive(pipe, self.timeout) for pipe in self.pipes))
         for reply in replies:
             if reply[0] != expected:
                 raise RuntimeError(f"worker said {reply[0]!r}, expected {expected!r}")
         return [reply[1] for reply in replies]
 
     @staticmethod
-    async def _receive(pipe: Connection) -> Any:
+    async def _receive(pipe: Connection, seconds: float) -> Any:
         def receive() -> Any:
             try:
-                if not pipe.poll(WORKER_TIMEOUT):
+                if not pipe.poll(seconds):
                     raise TimeoutError("a subscriber worker did not answer")
                 return pipe.recv()
             except EOFError:
@@ -246,6 +255,8 @@ class Level:
     events: int
     workers: int
     rate: float
+    processes: int = 1  # server processes (`baton serve --workers`), Redis between them
+    spread: list[int] = field(default_factory=list)  # sockets per server process
     rss_idle: int = 0
     rss_subscribed: int = 0
     rss_end: int = 0  # after the last delivery
@@ -288,6 +299,39 @@ class Setup:
     assignee: str
     logs: Path
     transport: str = "ws"
+    broadcast_url: str = ""  # for levels of several processes
+
+
+def tree_rss(server: Server) -> int:
+    """RSS of the server and its worker processes (`--workers`), summed."""
+    root = psutil.Process(server.pid)
+    return sum(int(p.memory_info().rss) for p in (root, *root.children(recursive=True)))
+
+
+def tree_cpu(server: Server) -> float:
+    """CPU seconds of the server and its worker processes so far (those alive now)."""
+    root = psutil.Process(server.pid)
+    total = 0.0
+    for process in (root, *root.children(recursive=True)):
+        times = process.cpu_times()
+        total += float(times.user + times.system)
+    return total
+
+
+def sockets_per_process(server: Server) -> list[int]:
+    """Established connections to the server's port, per worker process (with one process,
+    the server's own)."""
+    port = int(server.url.rsplit(":", 1)[1])
+    root = psutil.Process(server.pid)
+    workers = root.children(recursive=True) or [root]
+    return [
+        sum(
+            1
+            for c in w.net_connections(kind="tcp")
+            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED
+        )
+        for w in workers
+    ]
 
 
 def progress(message: str) -> None:
@@ -305,25 +349,33 @@ async def run_level(setup: Setup, level: Level) -> Level:
         "BATON_SSE_MAX_STREAMS": str(n + 10),
         "BATON_SSE_MAX_STREAMS_PER_TOKEN": str(n + 10),
     }
+    args: list[str] = []
+    if level.processes > 1:
+        args = ["--workers", str(level.processes)]
+        caps["BATON_BROADCAST_URL"] = setup.broadcast_url
     server = await asyncio.to_thread(
-        start_server, setup.database_url, setup.logs / f"{n}.log", env=caps
+        start_server, setup.database_url, setup.logs / f"{n}.log", args, caps
     )
-    progress(f"{n} subscribers: baton serve pid {server.pid} at {server.url}")
+    progress(f"{n} subscribers: baton serve {' '.join(args)} pid {server.pid} at {server.url}")
     mover = Mover(server.url, setup.admin_token)
     pool: WorkerPool | None = None
     try:
         project = f"bench-{n}-{secrets.token_hex(3)}"
         cursor = await mover.hand_off(project, setup.requester, setup.assignee)
         await asyncio.sleep(0.5)
-        level.rss_idle = server.rss_bytes()
+        level.rss_idle = tree_rss(server)
         started = time.monotonic()
-        pool = WorkerPool(_spec(setup, server, project, cursor), n, level.workers)
+        sources = n > 20_000
+        pool = WorkerPool(_spec(setup, server, project, cursor), n, level.workers, sources=sources)
         await pool.subscribed()
         await pool.warm((await mover.move(ACCEPT)).event_id)
         level.subscribe_seconds = time.monotonic() - started
-        level.rss_subscribed = server.rss_bytes()
+        level.rss_subscribed = tree_rss(server)
+        if level.processes > 1:
+            level.spread = sockets_per_process(server)
         progress(
-            f"{n} subscribers: all subscribed in {level.subscribe_seconds:.1f} s; "
+            f"{n} subscribers: all subscribed in {level.subscribe_seconds:.1f} s "
+            f"(sockets per process: {level.spread or [n]}); "
             f"driving {level.events} moves at {level.rate:g}/s"
         )
         await _measure(server, mover, pool, level)
@@ -354,11 +406,11 @@ def _spec(setup: Setup, server: Server, project: str, cursor: int) -> WorkerSpec
 
 
 async def _measure(server: Server, mover: Mover, pool: WorkerPool, level: Level) -> None:
-    cpu_before = server.cpu_seconds()
+    cpu_before = tree_cpu(server)
     level.commits = await mover.drive(level.events, level.rate)
     level.results = await pool.collect(level.commits)
-    level.server_cpu = server.cpu_seconds() - cpu_before
-    level.rss_end = server.rss_bytes()
+    level.server_cpu = tree_cpu(server) - cpu_before
+    level.rss_end = tree_rss(server)
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -475,22 +527,29 @@ RTT p50: the moves' HTTP round trip. kept B/deliv: server RSS growth during the 
 Rate: each level drives min(--rate, --max-offered / subscribers) moves per second, so that no
   level is pushed past what one server process can deliver; events per level are capped at
   --max-deliveries / subscribers.
-CAVEAT: the subscribers are Python (websockets' sans-I/O parser, or a regex over the event
-  stream's bytes, on asyncio; no JSON parse per event) in worker processes on the SAME {cpus}
-  CPUs as the server and PostgreSQL; their CPU per delivery is "client µs". With remote clients
-  the server would have those cycles to itself."""
+CAVEAT: the subscribers are Python (frames read by hand after the handshake, or a regex over
+  the event stream's bytes, on uvloop; no JSON parse per event) in worker processes on the SAME
+  {cpus} CPUs as the server and PostgreSQL; their CPU per delivery is "client µs". With remote
+  clients the server would have those cycles to itself."""
 
 
 def notes(level: Level) -> list[str]:
-    """Findings that are not delivery errors: memory the server kept while delivering."""
+    """Findings that are not delivery errors: how the sockets spread over the server
+    processes, memory the server kept while delivering."""
+    found = []
+    if level.spread:
+        found.append(
+            f"{level.subscribers} subscribers: {level.processes} server processes, sockets "
+            f"per process {level.spread}; RSS and server µs are summed over them"
+        )
     grown = level.rss_end - level.rss_subscribed
     if level.error is None and grown > GROWTH_NOTE_BYTES:
         per = grown / max(level.deliveries, 1)
-        return [
+        found.append(
             f"{level.subscribers} subscribers: server RSS grew {grown / 2**20:.0f} MB during the "
             f"run ({per:.0f} B per delivery) with a constant set of subscriptions"
-        ]
-    return []
+        )
+    return found
 
 
 def footer(levels: list[Level], capped: list[str], where: str) -> str:
@@ -535,6 +594,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--workers", type=int, default=0, help="subscriber processes (0: by level)")
     p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="server processes (baton serve --workers N), Redis between them when more than 1",
+    )
+    p.add_argument(
+        "--broadcast-url",
+        default=os.environ.get("BATON_BENCH_BROADCAST_URL", "redis://127.0.0.1:6379"),
+        help="BATON_BROADCAST_URL of a level of several processes "
+        "(default: $BATON_BENCH_BROADCAST_URL, else redis://127.0.0.1:6379)",
+    )
+    p.add_argument(
         "--per-event", action="store_true", help="also each event's latencies, level by level"
     )
     p.add_argument(
@@ -556,11 +627,17 @@ def plan(args: argparse.Namespace) -> tuple[list[Level], list[str]]:
             capped.append(f"{n} subscribers: {events}")
         rate = min(args.rate, args.max_offered / n)
         workers = args.workers or workers_for(n)
-        levels.append(Level(subscribers=n, events=events, workers=workers, rate=rate))
+        levels.append(
+            Level(
+                subscribers=n, events=events, workers=workers, rate=rate, processes=args.processes
+            )
+        )
     return levels, capped
 
 
-async def prepare(database_url: str, logs: Path, transport: str = "ws") -> Setup:
+async def prepare(
+    database_url: str, logs: Path, transport: str = "ws", broadcast_url: str = ""
+) -> Setup:
     await migrate.upgrade_url(database_url)
     db = await Database.connect(database_url, min_size=1, max_size=1)
     try:
@@ -570,7 +647,7 @@ async def prepare(database_url: str, logs: Path, transport: str = "ws") -> Setup
         watcher = await create_token(db, Principal(PrincipalKind.AGENT, assignee))
     finally:
         await db.close()
-    return Setup(database_url, admin, watcher, requester, assignee, logs, transport)
+    return Setup(database_url, admin, watcher, requester, assignee, logs, transport, broadcast_url)
 
 
 def machine() -> str:
@@ -583,7 +660,7 @@ def machine() -> str:
 async def run_levels(args: argparse.Namespace, levels: list[Level], logs: Path) -> str:
     """Runs every level on one fresh database; returns where the database lived."""
     async with bench_database(args.database_url) as (url, where):
-        setup = await prepare(url, logs, args.transport)
+        setup = await prepare(url, logs, args.transport, args.broadcast_url)
         print(HEADER, flush=True)
         for level in levels:
             try:
@@ -599,8 +676,13 @@ async def main_async(args: argparse.Namespace) -> int:
     levels, capped = plan(args)
     print(machine())
     transport = "Server-Sent Events" if args.transport == "sse" else "graphql-transport-ws"
+    servers = "one server process"
+    if args.processes > 1:
+        servers = f"{args.processes} server processes (baton serve --workers), broadcast over "
+        servers += args.broadcast_url
     print(
-        f"levels {args.levels} over {transport}; open-files limit {raise_open_files_limit()}\n",
+        f"levels {args.levels} over {transport}; {servers}; "
+        f"open-files limit {raise_open_files_limit()}\n",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="baton-bench-", dir="/tmp") as logs:

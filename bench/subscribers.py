@@ -56,6 +56,9 @@ class WorkerSpec:
     count: int
     transport: str = "ws"  # or "sse": `bench.sse_subscribers`
     deflate: bool = False  # offer permessage-deflate, as browsers and most clients do
+    # The loopback address the connections come from: each has its own ~28,000 ports to the
+    # server's one address, so several workers' sockets may pass that number together.
+    source: str | None = None
 
 
 @dataclass
@@ -285,7 +288,8 @@ async def _open_all(spec: WorkerSpec) -> tuple[list[Any], list[str]]:
             subscribed: asyncio.Future[None] = loop.create_future()
             subscriber = kind(spec, subscribed)
             try:
-                await loop.create_connection(lambda: subscriber, host, port)
+                source = None if spec.source is None else (spec.source, 0)
+                await loop.create_connection(lambda: subscriber, host, port, local_addr=source)
                 await asyncio.wait_for(subscribed, CONNECT_TIMEOUT)
                 subscribers.append(subscriber)
             except (OSError, ConnectionError, TimeoutError) as exc:
