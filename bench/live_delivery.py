@@ -45,6 +45,7 @@ from .subscribers import WorkerResult, WorkerSpec, run_worker
 DEFAULT_LEVELS = "1,100,1000,10000"
 WORKER_TIMEOUT = 180.0
 GROWTH_NOTE_BYTES = 20 * 2**20
+OPENING_MANY = 20  # subscriptions each worker opens at once, past 20,000 subscribers
 
 PACKET = {
     "task": "Benchmark live delivery",
@@ -225,9 +226,14 @@ class WorkerPool:
     async def warm(self, event_id: int) -> None:
         for pipe in self.pipes:
             pipe.send(("warm", event_id))
-        missing = sum(await self._gather("warm"))
+        replies = await self._gather("warm")
+        missing = sum(count for count, _ in replies)
         if missing:
-            raise RuntimeError(f"{missing} subscribers never received the warm-up event")
+            told = [error for _, errors in replies for error in errors][:3]
+            raise RuntimeError(
+                f"{missing} subscribers never received the warm-up event (some were told: "
+                f"{told or 'nothing'})"
+            )
 
     async def collect(self, commits: list[Commit]) -> list[WorkerResult]:
         ids = [c.event_id for c in commits]
@@ -353,6 +359,11 @@ async def run_level(setup: Setup, level: Level) -> Level:
     if level.processes > 1:
         args = ["--workers", str(level.processes)]
         caps["BATON_BROADCAST_URL"] = setup.broadcast_url
+        # The workers share the pool size: each gets the one-process default's 16, or tens
+        # of thousands of subscriptions opening at once wait past the pool's 2 s for a
+        # connection and are refused (`unavailable`).
+        size = os.environ.get("BATON_DATABASE_POOL_SIZE", str(16 * level.processes))
+        caps["BATON_DATABASE_POOL_SIZE"] = size
     server = await asyncio.to_thread(
         start_server, setup.database_url, setup.logs / f"{n}.log", args, caps
     )
@@ -365,8 +376,12 @@ async def run_level(setup: Setup, level: Level) -> Level:
         await asyncio.sleep(0.5)
         level.rss_idle = tree_rss(server)
         started = time.monotonic()
-        sources = n > 20_000
-        pool = WorkerPool(_spec(setup, server, project, cursor), n, level.workers, sources=sources)
+        spec = _spec(setup, server, project, cursor)
+        if n > 20_000:
+            # Tens of thousands opening at once saturate two cores: some would be refused
+            # (`unavailable`, the pool's 2 s past) before the first event.
+            spec = replace(spec, opening=OPENING_MANY)
+        pool = WorkerPool(spec, n, level.workers, sources=n > 20_000)
         await pool.subscribed()
         await pool.warm((await mover.move(ACCEPT)).event_id)
         level.subscribe_seconds = time.monotonic() - started

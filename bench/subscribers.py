@@ -11,7 +11,7 @@ worker over a `multiprocessing` pipe:
 
     worker -> ("subscribed", errors)           every connection acked and its subscribe sent
     parent -> ("warm", event_id)               wait until every subscriber has this event
-    worker -> ("warm", missing)
+    worker -> ("warm", (missing, errors))     errors: what some of those lacking it were told
     parent -> ("expect", ids)                  wait for these events, then report
     worker -> ("result", WorkerResult)
 """
@@ -59,6 +59,7 @@ class WorkerSpec:
     # The loopback address the connections come from: each has its own ~28,000 ports to the
     # server's one address, so several workers' sockets may pass that number together.
     source: str | None = None
+    opening: int = CONNECT_CONCURRENCY  # subscriptions one worker opens at once
 
 
 @dataclass
@@ -261,7 +262,8 @@ async def _serve_orders(conn: Connection, subscribers: list[Subscriber]) -> None
     """The warm-up and measurement orders from the parent (see the module docstring)."""
     _, warm_id = await _receive(conn)
     missing = await _wait_for(subscribers, warm_id)
-    conn.send(("warm", missing))
+    errors = [s.error for s in subscribers if s.error and s.last_id < warm_id][:5]
+    conn.send(("warm", (missing, errors)))
     cpu_before = _cpu_seconds()
     _, expected = await _receive(conn)
     await _wait_for(subscribers, max(expected))
@@ -275,7 +277,7 @@ async def _open_all(spec: WorkerSpec) -> tuple[list[Any], list[str]]:
     loop = asyncio.get_running_loop()
     parts = urlsplit(spec.http_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    limit = asyncio.Semaphore(CONNECT_CONCURRENCY)
+    limit = asyncio.Semaphore(spec.opening)
     subscribers: list[Any] = []  # Subscriber or SSESubscriber: the same attributes
     errors: list[str] = []
 
