@@ -6,7 +6,7 @@
 
 Seeds `--tasks` tasks as `bench.compare` does (a fresh database), then runs each workload's
 document on the engine in this process, one request at a time, as the principal the compare
-uses (W4: a fresh id each time):
+uses (W4: a fresh id each time; W3 and W6: a task or run of their own each time):
 the CPU time of this process per request (the engine, the services, asyncpg's side of the
 statements; no HTTP, no PostgreSQL), and with `--profile` the functions that took it (cProfile,
 by own time). CPU time, not wall time, so the figure holds on a busy machine; compare before
@@ -43,9 +43,11 @@ from .compare.seed import seed
 from .compare.workloads import MARK, principals, value_at, workloads
 from .server import bench_database
 
-# The workloads that can repeat forever: the reads change nothing, and W4 hands off a fresh id
-# each time (its requests are made in advance, one per hand-off).
-REPEATABLE = ("W1", "W2", "W4", "W5")
+# The workloads that can repeat: the reads change nothing, W4 hands off a fresh id each time
+# (its requests are made in advance, one per hand-off), and W3 and W6 move a task or run of
+# their own each time (the seed's pool holds one per request).
+REPEATABLE = ("W1", "W2", "W3", "W4", "W5", "W6")
+MOVES = ("W3", "W6")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -53,7 +55,8 @@ async def run(args: argparse.Namespace) -> None:
         await migrate.upgrade_url(url)
         conn = await asyncpg.connect(libpq_url(url))
         try:
-            world = await seed(conn, args.tasks, pool=10)
+            moves = any(name in MOVES for name in args.workloads.split(","))
+            world = await seed(conn, args.tasks, pool=args.requests + 200 if moves else 10)
         finally:
             await conn.close()
         db = await Database.connect(url, max_size=4)
