@@ -61,7 +61,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import orjson
 from prometheus_client import Counter
 
@@ -90,7 +89,7 @@ from baton.store.webhooks import (
     Recorded,
 )
 from baton.telemetry import requests
-from baton.webhooks import attempt, fairness, formats, gaps, render, schedule, signing
+from baton.webhooks import attempt, fairness, formats, gaps, http1, render, schedule, signing
 
 log = logging.getLogger("baton.webhooks")
 
@@ -158,7 +157,7 @@ class DeliveryWorker:
         self._active: dict[str, asyncio.Task[None]] = {}
         self._owners: dict[str, str] = {}  # the owner of each endpoint in `_active`
         self._tasks: list[asyncio.Task[None]] = []
-        self._http: httpx.AsyncClient | None = None
+        self._http: http1.Client | None = None
         # What an event renders to depends only on the owner, the log, the filter and the event
         # (its subject as it was right after it): endpoints that share them render it once.
         self._renders: OrderedDict[tuple[str, str, bytes, int], dict[str, Any]] = OrderedDict()
@@ -169,7 +168,7 @@ class DeliveryWorker:
 
     async def start(self) -> None:
         s = self.settings
-        self._http = attempt.client(s.concurrency, s.timeout)
+        self._http = attempt.client(s.concurrency)
         task_hub, run_hub = self.hubs
         self._tasks = [
             asyncio.create_task(self._loop(), name="baton-webhooks"),
@@ -199,8 +198,7 @@ class DeliveryWorker:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(store.release_all(self.db, self.holder), STOP_SECONDS)
         if self._http is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._http.aclose(), STOP_SECONDS)
+            self._http.close()  # kept connections dropped, no peer waited on
 
     def wake(self) -> None:
         """Look for due work now (an endpoint changed, a ping or redelivery was asked for)."""
