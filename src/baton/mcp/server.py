@@ -151,11 +151,13 @@ ToolResult = dict[str, Any]
 
 
 def _result(text: str, content: shapes.JSONObject, is_error: bool) -> ToolResult:
+    # Keys in the order the SDK's result type dumps them, so the door's own 2026-07-28 answer
+    # (`baton.mcp.direct`) reads as the SDK's.
     return {
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": content,
+        "content": [{"text": text, "type": "text"}],
         "isError": is_error,
         "resultType": "complete",  # what the model says; eras before 2026-07-28 drop it
+        "structuredContent": content,
     }
 
 
@@ -171,6 +173,21 @@ def refusal(error: BatonError) -> ToolResult:
     return _result(f"{body['code']}: {body['message']}", body, True)
 
 
+async def call(tool: Tool, context: Context, arguments: dict[str, Any] | None) -> ToolResult:
+    """`tool` called with `arguments` (the call's params, validated): its answer, a refusal
+    included. Both ways in call it: the SDK's handler and the door's own (`baton.mcp.direct`)."""
+    arguments = dict(arguments or {})
+    problem = argument_problem(tool, arguments)
+    if problem is not None:
+        return refusal(problem)
+    try:
+        return success(await tool.call(context, arguments))
+    except Refused as refused:
+        return refusal(refused.error)
+    except BatonError as exc:  # e.g. the database away: said as Baton says it
+        return refusal(exc)
+
+
 def _declares_headers(schema: Any) -> bool:
     """Whether `schema` has an `x-mcp-header` anywhere (a property the client mirrors in an
     `Mcp-Param-*` header)."""
@@ -181,7 +198,8 @@ def _declares_headers(schema: Any) -> bool:
     return False
 
 
-_HEADED = frozenset(name for name, tool in TOOLS.items() if _declares_headers(tool.input_schema))
+# The tools that declare one: only their calls have `Mcp-Param-*` headers to check.
+HEADED = frozenset(name for name, tool in TOOLS.items() if _declares_headers(tool.input_schema))
 
 
 def _tool(tool: Tool) -> types.Tool:
@@ -213,23 +231,14 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
         tool = TOOLS.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"no tool named {params.name!r}")
-        arguments = dict(params.arguments or {})
-        problem = argument_problem(tool, arguments)
-        if problem is not None:
-            return refusal(problem)
-        try:
-            return success(await tool.call(context(principal), arguments))
-        except Refused as refused:
-            return refusal(refused.error)
-        except BatonError as exc:  # e.g. the database away: said as Baton says it
-            return refusal(exc)
+        return await call(tool, context(principal), params.arguments)
 
     def input_schema(name: str) -> dict[str, Any] | None:
         # For the SDK's check of `Mcp-Param-*` headers against the schema's `x-mcp-header`
         # properties: a tool that declares none has nothing to check (None: skipped), and
         # walking its schema on every call would find that again.
         tool = TOOLS.get(name)
-        return tool.input_schema if tool is not None and tool.name in _HEADED else None
+        return tool.input_schema if tool is not None and tool.name in HEADED else None
 
     server: Server[Any] = Server(
         "baton",
