@@ -94,7 +94,7 @@ def origin(peer: Peer, server_name: str | None = None) -> http1.Origin:
 
 
 async def post(client: http1.Client, peer: Peer, body: bytes = b"{}") -> http1.Reply:
-    headers = [("host", "receiver.test"), ("content-length", str(len(body)))]
+    headers = [("host", "receiver.test")]
     return await client.post(origin(peer), "/hook", headers, body, 1024)
 
 
@@ -306,11 +306,38 @@ async def test_tls_names_the_urls_host_to_the_checked_address(
     trusting = ssl.create_default_context(cafile=str(cert))
     async with raw(await answering(OK), tls=served) as peer:
         client = http1.Client(max_idle=4, keep_alive=10, tls=trusting)
-        headers = [("host", "receiver.test"), ("content-length", "2")]
+        headers = [("host", "receiver.test")]
         for _ in range(3):
             named = origin(peer, "receiver.test")
             assert (await client.post(named, "/", headers, b"{}", 1024)).status == 200
         assert peer.connections == 1
         with pytest.raises(http1.ConnectError, match="certificate"):
             await client.post(origin(peer, "other.test"), "/", headers, b"{}", 1024)
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "reused"),
+    [
+        (b"HTTP/1.1 100 Continue\r\n\r\n" + OK, True),  # h11 reads it, and keeps it
+        (b"HTTP/1.0 200 OK\r\n\r\nok", False),  # unframed: ends with the connection
+        (OK + b"surplus", False),  # more than announced: nothing may come unasked
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok", False),
+    ],
+)
+async def test_other_forms_of_answer_are_read_and_their_connections_kept_only_when_sound(
+    answer: bytes, reused: bool
+) -> None:
+    async def handler(peer: Peer, reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while await read_request(peer, reader):
+            w.write(answer)
+            await w.drain()
+            if answer.startswith(b"HTTP/1.0"):
+                return
+
+    async with raw(handler) as peer:
+        client = http1.Client(max_idle=4, keep_alive=10)
+        for _ in range(2):
+            assert await post(client, peer) == http1.Reply(200, b"ok")
+        assert peer.connections == (1 if reused else 2)
         client.close()

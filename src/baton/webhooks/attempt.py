@@ -119,7 +119,6 @@ async def _send(
                     ("host", pin.host_header),
                     *headers.items(),
                     ("content-type", "application/json"),
-                    ("content-length", str(len(body))),
                     ("user-agent", USER_AGENT),
                     ("accept-encoding", "identity"),
                 ],

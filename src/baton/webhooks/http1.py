@@ -26,6 +26,8 @@ from typing import cast
 
 import h11
 
+from baton.webhooks import wire
+
 MAX_HEAD_BYTES = 16 * 1024  # of an answer's status line and headers
 DRAIN_BYTES = 64 * 1024  # of an answer's body read past what is kept, to keep the connection
 DRAIN_SECONDS = 0.5  # the most the rest of a body is waited for once the kept part is read
@@ -66,19 +68,20 @@ class _Unsent(Exception):
 
 
 class _Connection(asyncio.Protocol):
-    """One connection: h11 reads what the transport receives, one exchange at a time."""
+    """One connection, one exchange at a time. What the transport receives is buffered; an
+    answer of the plain form is read from the buffer (`wire.plain_head`), any other is handed
+    to h11 whole."""
 
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
         self.transport: asyncio.Transport | None = None
-        self.parser = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         self.busy = False  # an exchange is under way
         self.closed = False  # the peer closed it, or it failed, or it was dropped
         self.idle_since = 0.0
-        self.timer: asyncio.TimerHandle | None = None
+        self._buffer = bytearray()
+        self._parser: h11.Connection | None = None  # reading this exchange's answer, if h11 is
         self._waiter: asyncio.Future[None] | None = None
-        self._eof = False  # told to the parser
-        self._unparsed = 0
+        self._eof = False  # nothing more will be received
         self._paused = False
         self._lost: Exception | None = None
         self._dropped = False  # by this side
@@ -93,9 +96,11 @@ class _Connection(asyncio.Protocol):
         if not self.busy:  # nothing is asked of an idle connection: it cannot be reused
             self.drop()
             return
-        self.parser.receive_data(data)
-        self._unparsed += len(data)
-        if self._unparsed > READ_BUFFER and self.transport is not None:
+        if self._parser is not None:
+            self._parser.receive_data(data)
+        else:
+            self._buffer += data
+        if len(self._buffer) > READ_BUFFER and self.transport is not None:
             self.transport.pause_reading()
             self._paused = True
         self._wake()
@@ -114,43 +119,84 @@ class _Connection(asyncio.Protocol):
     def drop(self) -> None:
         """Close now, without a word to the peer or a wait on it."""
         self.closed = self._dropped = True
-        if self.timer is not None:
-            self.timer.cancel()
         if self.transport is not None:
             self.transport.abort()
         self._end()
 
     def _end(self) -> None:
-        if self.busy and not self._eof:
+        if not self._eof:
             self._eof = True
-            self.parser.receive_data(b"")
+            if self._parser is not None:
+                self._parser.receive_data(b"")
         self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def _event(self) -> h11.Event | type[h11.PAUSED]:
-        while True:
-            try:
-                event = self.parser.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise RemoteProtocolError(str(exc)) from None
-            if event is not h11.NEED_DATA:
-                return event  # type: ignore[return-value]  # NEED_DATA is its only other kind
-            self._unparsed = 0
-            if self._paused and self.transport is not None:
-                self._paused = False
-                self.transport.resume_reading()
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+    async def _more(self) -> None:
+        """Wait for more to be received (or the end)."""
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
 
     async def exchange(self, request: bytes, keep: int) -> Reply:
-        """Write `request` (already made by `self.parser`) and read the answer."""
+        """Write `request` and read the answer, keeping the first `keep` bytes of its body."""
         if self.closed or self.transport is None or self.transport.is_closing():
             raise _Unsent
         self.busy = True
+        self._buffer.clear()
         self.transport.write(request)
+        while True:
+            end = self._buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                head = wire.plain_head(bytes(self._buffer[:end]))
+                if head is not None:
+                    del self._buffer[: end + 4]
+                    return await self._plain(head, keep)
+                break
+            if self._eof and not self._buffer:
+                raise self._closed_early(None)
+            if self._eof or b"\n\n" in self._buffer or len(self._buffer) > MAX_HEAD_BYTES:
+                break  # h11 has the last word on it
+            await self._more()
+        return await self._by_h11(keep)
+
+    async def _plain(self, head: wire.Head, keep: int) -> Reply:
+        want = min(head.length, keep)
+        while len(self._buffer) < want:
+            if self._eof:
+                raise self._closed_early(head.status)
+            await self._more()
+        reply = Reply(head.status, bytes(self._buffer[:want]))
+        if head.length > keep + DRAIN_BYTES:
+            self.drop()  # not worth reading to keep the connection
+            return reply
+        if len(self._buffer) < head.length and not self._eof:
+            # What is kept is read: the rest only to keep the connection, briefly.
+            try:
+                async with asyncio.timeout(DRAIN_SECONDS):
+                    while len(self._buffer) < head.length and not self._eof:
+                        await self._more()
+            except TimeoutError:
+                pass
+        # Less than announced, or more (nothing may come before the next request): closed.
+        self._done(keep=len(self._buffer) == head.length and not head.close)
+        return reply
+
+    async def _by_h11(self, keep: int) -> Reply:
+        parser = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+        # Its state as if it had sent the request (written already; no h11 event depends on
+        # more of it than that it was a POST of HTTP/1.1).
+        parser.send(h11.Request(method="POST", target="/", headers=[("host", "-")]))
+        parser.send(h11.EndOfMessage())
+        parser.receive_data(bytes(self._buffer))
+        self._buffer.clear()
+        if self._eof:
+            parser.receive_data(b"")
+        self._parser = parser
         status: int | None = None
         kept = bytearray()
         read = 0
@@ -159,12 +205,12 @@ class _Connection(asyncio.Protocol):
                 # What is kept is read: the rest only to keep the connection, briefly.
                 try:
                     async with asyncio.timeout(DRAIN_SECONDS):
-                        await self._drain(read)
+                        await self._drain(parser, read)
                 except (TimeoutError, RemoteProtocolError):
                     self.drop()
                 return Reply(status, bytes(kept[:keep]))
             try:
-                event = await self._event()
+                event = await self._event(parser)
             except RemoteProtocolError:
                 if status is None and self._eof:  # closed before an answer: say it plainly
                     raise self._closed_early(None) from None
@@ -176,32 +222,46 @@ class _Connection(asyncio.Protocol):
                 kept += event.data[: max(0, keep - len(kept))]
             elif isinstance(event, h11.EndOfMessage):
                 assert status is not None
-                self._finish()
+                self._done_h11(parser)
                 return Reply(status, bytes(kept))
             elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
                 raise self._closed_early(status)
             # h11.InformationalResponse (a 1xx before the answer): read on
 
-    async def _drain(self, read: int) -> None:
+    async def _event(self, parser: h11.Connection) -> h11.Event | type[h11.PAUSED]:
+        while True:
+            try:
+                event = parser.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise RemoteProtocolError(str(exc)) from None
+            if event is not h11.NEED_DATA:
+                return event  # type: ignore[return-value]  # NEED_DATA is its only other kind
+            await self._more()
+
+    async def _drain(self, parser: h11.Connection, read: int) -> None:
         while read <= DRAIN_BYTES:
-            event = await self._event()
+            event = await self._event(parser)
             if isinstance(event, h11.Data):
                 read += len(event.data)
             elif isinstance(event, h11.EndOfMessage):
-                self._finish()
+                self._done_h11(parser)
                 return
             else:
                 raise RemoteProtocolError("the answer's body ended early")
         self.drop()
 
-    def _finish(self) -> None:
+    def _done_h11(self, parser: h11.Connection) -> None:
+        trailing, _ = parser.trailing_data
+        self._done(
+            keep=parser.our_state is h11.DONE and parser.their_state is h11.DONE and not trailing
+        )
+
+    def _done(self, keep: bool) -> None:
         """The answer is read: ready for the next request, or closed if either side said so."""
         self.busy = False
-        if self.parser.our_state is h11.DONE and self.parser.their_state is h11.DONE:
-            self.parser.start_next_cycle()
-            if not self.closed:
-                return
-        self.drop()
+        self._parser = None
+        if not keep or self.closed:
+            self.drop()
 
     def _closed_early(self, status: int | None) -> Exception:
         dropped = self._dropped
@@ -224,12 +284,14 @@ class Client:
         self._idle: list[_Connection] = []  # least recently used first
         self._all: set[_Connection] = set()
         self._tls = tls  # the system's trusted authorities unless given (tests give theirs)
+        self._sweeper: asyncio.TimerHandle | None = None
         self.opened = 0  # connections opened so far (tests and benchmarks read it)
 
     async def post(
         self, origin: Origin, target: str, headers: list[tuple[str, str]], body: bytes, keep: int
     ) -> Reply:
-        """The receiver's answer to a POST of `body` to `target` (its path and query)."""
+        """The receiver's answer to a POST of `body` to `target` (its path and query), with
+        `headers` and the body's length."""
         conn = self._take(origin)
         if conn is not None:
             try:
@@ -254,13 +316,10 @@ class Client:
             if conn.closed:
                 raise _Unsent
             try:
-                head = conn.parser.send(h11.Request(method="POST", target=target, headers=headers))
-                data = conn.parser.send(h11.Data(data=body))
-                end = conn.parser.send(h11.EndOfMessage())
-            except h11.LocalProtocolError as exc:
+                request = wire.request(target, headers, body)
+            except wire.Unsendable as exc:
                 raise LocalProtocolError(str(exc)) from None
-            assert head is not None and data is not None and end is not None
-            reply = await conn.exchange(b"".join((head, data, end)), keep)
+            reply = await conn.exchange(request, keep)
         except BaseException:
             conn.drop()
             self._all.discard(conn)
@@ -279,9 +338,6 @@ class Client:
             if conn.origin != origin:
                 continue
             del self._idle[n]
-            if conn.timer is not None:
-                conn.timer.cancel()
-                conn.timer = None
             if conn.closed or now - conn.idle_since > self.keep_alive:
                 conn.drop()
                 self._all.discard(conn)
@@ -291,14 +347,22 @@ class Client:
 
     def _keep(self, conn: _Connection) -> None:
         conn.idle_since = time.monotonic()
-        conn.timer = asyncio.get_running_loop().call_later(self.keep_alive, self._expire, conn)
         self._idle.append(conn)
         while len(self._idle) > self.max_idle:
             self._forget(self._idle[0])
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(self.keep_alive, self._sweep)
 
-    def _expire(self, conn: _Connection) -> None:
-        conn.timer = None
-        self._forget(conn)
+    def _sweep(self) -> None:
+        """Let go of the connections idle for `keep_alive`: one timer for all of them (the
+        oldest is first), rather than one set and cancelled per message."""
+        self._sweeper = None
+        now = time.monotonic()
+        while self._idle and now - self._idle[0].idle_since >= self.keep_alive:
+            self._forget(self._idle[0])
+        if self._idle:
+            left = self._idle[0].idle_since + self.keep_alive - now
+            self._sweeper = asyncio.get_running_loop().call_later(left, self._sweep)
 
     def _forget(self, conn: _Connection) -> None:
         if conn in self._idle:
@@ -338,6 +402,9 @@ class Client:
 
     def close(self) -> None:
         """Drop every connection at once: no peer is waited on."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for conn in list(self._all):
             conn.drop()
         self._all.clear()
