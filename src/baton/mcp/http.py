@@ -370,7 +370,7 @@ class MCPDoor:
             return None
         if not isinstance(scope.get(TOKEN_KEY), str):
             return None
-        return call(tool, self.context(principal), arguments)
+        return call(tool, self.context, principal, arguments)
 
     # --- sessions -------------------------------------------------------------------------
 

@@ -173,15 +173,18 @@ def refusal(error: BatonError) -> ToolResult:
     return _result(f"{body['code']}: {body['message']}", body, True)
 
 
-async def call(tool: Tool, context: Context, arguments: dict[str, Any] | None) -> ToolResult:
-    """`tool` called with `arguments` (the call's params, validated): its answer, a refusal
-    included. Both ways in call it: the SDK's handler and the door's own (`baton.mcp.direct`)."""
+async def call(
+    tool: Tool, context: ContextFactory, principal: Principal, arguments: dict[str, Any] | None
+) -> ToolResult:
+    """`tool` called by `principal` with `arguments` (the call's params, validated): its
+    answer, a refusal included. Both ways in call it: the SDK's handler and the door's own
+    (`baton.mcp.direct`)."""
     arguments = dict(arguments or {})
     problem = argument_problem(tool, arguments)
     if problem is not None:
         return refusal(problem)
     try:
-        return success(await tool.call(context, arguments))
+        return success(await tool.call(context(principal), arguments))
     except Refused as refused:
         return refusal(refused.error)
     except BatonError as exc:  # e.g. the database away: said as Baton says it
@@ -231,7 +234,7 @@ def build(context: ContextFactory, resources: Resources) -> Server[Any]:
         tool = TOOLS.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"no tool named {params.name!r}")
-        return await call(tool, context(principal), params.arguments)
+        return await call(tool, context, principal, params.arguments)
 
     def input_schema(name: str) -> dict[str, Any] | None:
         # For the SDK's check of `Mcp-Param-*` headers against the schema's `x-mcp-header`
