@@ -10,7 +10,8 @@ working task (one task per client, so calls never wait on each other's row lock)
 - over GraphQL HTTP (POST /graphql, httpx), selecting what the MCP tool answers: the task
   (every field the `task` tool gives, `allowedMoves` included) and the events;
 - over MCP Streamable HTTP with the official SDK's client, in both protocol eras: 2026-07-28
-  (one POST per call, the SDK's default) and the initialize handshake (a session);
+  (one POST per call, the SDK's default; the door answers it past the SDK's dispatch,
+  `baton.mcp.direct`) and the initialize handshake (a session, served by the SDK);
 - and the 2026-07-28 call as the SDK writes it, from a plain HTTP client (httpx, like
   GraphQL's): the server's work is the same, the client's far less. On a shared machine the
   SDK's client takes CPU the server then lacks, and at `--concurrency` it bounds the calls per
