@@ -18,6 +18,7 @@ task's final event has been delivered, or when failures disable it) and
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 from collections.abc import Callable
@@ -107,6 +108,14 @@ def opened(box: SecretBox, endpoint: EndpointRecord) -> tuple[str | None, str | 
     )
 
 
+# How long a delivery turn goes on trusting its last look at its endpoint before it looks again
+# (`baton.webhooks.worker`: a look is a round trip, once per message it cost a tenth of one). A
+# change to an endpoint that a turn holds answers only after as long, so that once it has
+# answered nothing more is sent from the endpoint as it was, whichever process runs the turn
+# (a message already on its way excepted). Endpoints change rarely; messages go all the time.
+TURN_TRUSTS_SECONDS = 0.1
+
+
 class TaskEndpoints:
     """The task-scoped operations of `WebhookService` (which supplies what is declared here:
     its database, its secret box, its wake-up, and its URL checks)."""
@@ -114,6 +123,18 @@ class TaskEndpoints:
     db: Database
     box: SecretBox
     on_change: Callable[[], None]
+
+    async def _changed(self, conn: Connection, ids: list[str]) -> bool:
+        """Before the change to `ids` commits: whether a turn holds one of them (then
+        `_settled` waits for it to look again)."""
+        return await store.leased(conn, ids)
+
+    async def _settled(self, held: bool) -> None:
+        """After the change committed: this process's worker is told at once; a turn of
+        another process's sees it within `TURN_TRUSTS_SECONDS`, which this waits out."""
+        self.on_change()
+        if held:
+            await asyncio.sleep(TURN_TRUSTS_SECONDS)
 
     def _parsed(self, url: str) -> None:
         raise NotImplementedError
@@ -221,7 +242,8 @@ class TaskEndpoints:
                         next_attempt_at=None,
                     )
                 created = await store.update_endpoint(conn, current.id, changes)
-        self.on_change()
+            held = current is not None and await self._changed(conn, [current.id])
+        await self._settled(held)
         return created
 
     def _seal(self, value: str | None, id: str, what: str) -> str | None:
@@ -262,8 +284,9 @@ class TaskEndpoints:
             found = await store.task_endpoints(
                 conn, task_id, principal.owner, config_id=config_id, lock=True
             )
+            held = bool(found) and await self._changed(conn, [e.id for e in found])
             for endpoint in found:
                 await store.delete_endpoint(conn, endpoint.id)
         if found:
-            self.on_change()
+            await self._settled(held)
         return len(found)

@@ -195,7 +195,8 @@ class WebhookService(TaskEndpoints):
     ) -> EndpointRecord:
         """Change what is given; `enabled: true` on a disabled endpoint resumes it where it
         stopped (the event that failed is tried again at once). A turn of the delivery worker
-        sends nothing more from the endpoint as it was once this has answered."""
+        sends nothing more from the endpoint as it was once this has answered (see
+        `TURN_TRUSTS_SECONDS`)."""
         changes: dict[str, Any] = {}
         if url is not None:
             self._parsed(url)
@@ -218,14 +219,16 @@ class WebhookService(TaskEndpoints):
             updated = await store.update_endpoint(conn, id, changes)
             if enabled is not None and enabled != updated.enabled:
                 updated = await store.set_enabled(conn, id, enabled)
-        self.on_change()
+            held = await self._changed(conn, [id])
+        await self._settled(held)
         return updated
 
     async def delete(self, principal: Principal, id: str) -> EndpointRecord:
         async with self.db.transaction() as conn:
             found = await self._held(conn, principal, id, lock=True)
+            held = await self._changed(conn, [id])
             await store.delete_endpoint(conn, id)
-        self.on_change()
+        await self._settled(held)
         return found
 
     async def rotate(self, principal: Principal, id: str, grace_seconds: int) -> WithSecret:
@@ -246,6 +249,8 @@ class WebhookService(TaskEndpoints):
                     "previous_secret_until": until if grace_seconds > 0 else None,
                 },
             )
+            held = await self._changed(conn, [id])
+        await self._settled(held)
         return WithSecret(updated, secret)
 
     async def get(self, principal: Principal, id: str) -> EndpointRecord | None:

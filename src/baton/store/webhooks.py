@@ -344,6 +344,17 @@ async def delete_endpoint(conn: Connection, id: str) -> None:
     await conn.execute("DELETE FROM webhook_endpoints WHERE id = $1", id)
 
 
+async def leased(conn: Connection, ids: Sequence[str]) -> bool:
+    """Whether a delivery turn holds any of these endpoints now (its lease has not run out)."""
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT FROM webhook_endpoints "
+            "WHERE id = ANY($1::text[]) AND lease_until > clock_timestamp())",
+            list(ids),
+        )
+    )
+
+
 # --- deliveries ------------------------------------------------------------------------------
 
 
