@@ -341,3 +341,12 @@ async def test_other_forms_of_answer_are_read_and_their_connections_kept_only_wh
             assert await post(client, peer) == http1.Reply(200, b"ok")
         assert peer.connections == (1 if reused else 2)
         client.close()
+
+
+async def test_a_head_over_the_bound_fails_even_when_it_arrives_whole() -> None:
+    big = b"HTTP/1.1 200 OK\r\nx-filler: " + b"y" * 20_000 + b"\r\ncontent-length: 2\r\n\r\nok"
+    async with raw(await answering(big)) as peer:
+        client = http1.Client(max_idle=4, keep_alive=10)
+        with pytest.raises(http1.RemoteProtocolError, match="too long"):
+            await asyncio.wait_for(post(client, peer), 5)
+        client.close()

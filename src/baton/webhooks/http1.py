@@ -6,9 +6,10 @@ the same bytes on an open socket (bench/README.md, `doors`). Here a connection g
 `Origin` (the address `webhook_addresses.resolve` checked, its port, and the TLS server name
 for https) and serves one request at a time; it is kept for the next message to that origin
 while the receiver keeps it open, at most `max_idle` of them (the least recently used goes
-first), each for at most `keep_alive` seconds idle. The answer is read with h11: its head is
-at most `MAX_HEAD_BYTES`, its body kept up to `keep` bytes and drained up to `DRAIN_BYTES`
-to keep the connection (past that, or past `DRAIN_SECONDS`, it is closed).
+first), each for at most `keep_alive` seconds idle. The request is written and an answer of
+the plain form read by `wire`, any other answer by h11: its head is at most `MAX_HEAD_BYTES`,
+its body kept up to `keep` bytes and drained up to `DRAIN_BYTES` to keep the connection (past
+that, or past `DRAIN_SECONDS`, it is closed).
 
 A request is sent again, once, only when it provably was not: its kept connection was found
 closed before a byte of it was written. Once written, whatever happens is the attempt's
@@ -150,7 +151,7 @@ class _Connection(asyncio.Protocol):
         self._buffer.clear()
         self.transport.write(request)
         while True:
-            end = self._buffer.find(b"\r\n\r\n")
+            end = self._buffer.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES + 4)
             if end >= 0:
                 head = wire.plain_head(bytes(self._buffer[:end]))
                 if head is not None:
@@ -159,8 +160,12 @@ class _Connection(asyncio.Protocol):
                 break
             if self._eof and not self._buffer:
                 raise self._closed_early(None)
-            if self._eof or b"\n\n" in self._buffer or len(self._buffer) > MAX_HEAD_BYTES:
+            bare = self._buffer.find(b"\n\n", 0, MAX_HEAD_BYTES) >= 0  # lines ending in LF only
+            if self._eof or bare:
                 break  # h11 has the last word on it
+            if len(self._buffer) > MAX_HEAD_BYTES:
+                self.drop()
+                raise RemoteProtocolError(f"the answer's head is too long (over {MAX_HEAD_BYTES})")
             await self._more()
         return await self._by_h11(keep)
 
@@ -292,33 +297,24 @@ class Client:
     ) -> Reply:
         """The receiver's answer to a POST of `body` to `target` (its path and query), with
         `headers` and the body's length."""
+        try:
+            request = wire.request(target, headers, body)
+        except wire.Unsendable as exc:
+            raise LocalProtocolError(str(exc)) from None
         conn = self._take(origin)
         if conn is not None:
             try:
-                return await self._exchange(conn, target, headers, body, keep)
+                return await self._exchange(conn, request, keep)
             except _Unsent:
                 pass  # it was closed while kept: none of the request went out
         conn = await self._open(origin)
         try:
-            return await self._exchange(conn, target, headers, body, keep)
+            return await self._exchange(conn, request, keep)
         except _Unsent:
             raise ReadError("the connection closed as it was opened") from None
 
-    async def _exchange(
-        self,
-        conn: _Connection,
-        target: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        keep: int,
-    ) -> Reply:
+    async def _exchange(self, conn: _Connection, request: bytes, keep: int) -> Reply:
         try:
-            if conn.closed:
-                raise _Unsent
-            try:
-                request = wire.request(target, headers, body)
-            except wire.Unsendable as exc:
-                raise LocalProtocolError(str(exc)) from None
             reply = await conn.exchange(request, keep)
         except BaseException:
             conn.drop()
