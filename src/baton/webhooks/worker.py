@@ -39,7 +39,9 @@ under its lease, and a change made through this process wakes the worker (`wake`
 within `RECHECK_SECONDS` of the claim or of the last check, with no change made here since,
 goes without asking the database again (a round trip was a tenth of a message's CPU). So a
 change made through another process holds from the first message `RECHECK_SECONDS` after it
-at the latest.
+at the latest, and such a change to an endpoint a turn holds answers only after
+`TURN_TRUSTS_SECONDS`, at least as long (`baton.services.task_webhooks`): once it has answered,
+nothing more goes out as the endpoint was.
 
 Bounded: at most `concurrency` endpoints per process at once, shared between owners
 (`fairness`: one owner's hanging receivers hold at most a part of them while others wait),
