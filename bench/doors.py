@@ -23,7 +23,9 @@ The spread is the CPU per call over each fifth of the passes; the ratio, over al
 delivery: `--events` checkpoints (`saveCheckpoint` over GraphQL, one after another) on a
 working task with nobody following it, then as many with `--subscribers` followers: GraphQL
 `taskEvents(filter: {taskIds})` over WebSocket (graphql-transport-ws) and over Server-Sent
-Events (`bench.a2a`'s `measure_stream`, each stream with a token of its own), or `--endpoints`
+Events, A2A `SubscribeToTask` over both bindings, MCP's `subscriptions/listen` on the task's
+resource with a `resources/read` per update (`bench.a2a`'s `measure_stream`, each stream
+with a token of its own; MCP's updates alone may be fewer than the events), or `--endpoints`
 webhook endpoints of the task's owner taking every task event (a receiver in this process
 answering 200, `bench.webhooks`'). CPU per delivery = (CPU with the followers - CPU without)
 / (events x followers); for webhooks, whose deliveries go on after the last checkpoint, the
@@ -108,6 +110,11 @@ DELIVERIES = (
     Row("graphql-ws", "GraphQL WebSocket", "a delivered event", "graphql-ws"),
     Row("graphql-sse", "GraphQL Server-Sent Events", "a delivered event", "graphql-ws"),
     Row("webhook", "Webhook", "a delivered message", "graphql-ws"),
+    Row("a2a-jsonrpc", "A2A JSON-RPC stream", "a delivered event", "graphql-ws"),
+    Row("a2a-rest", "A2A HTTP+JSON stream", "a delivered event", "graphql-ws"),
+    # MCP only says that the task changed; the client then reads it: a notification and a
+    # read per event (fewer when changes come while a read is under way).
+    Row("mcp-listen", "MCP listen + read", "an event followed", "graphql-ws"),
 )
 ROWS = OPERATIONS + DELIVERIES
 
