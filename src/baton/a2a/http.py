@@ -18,10 +18,11 @@ input to (`baton.inputs`: values, nesting, NUL) InvalidParams. The SDK's dispatc
 the request into its protobuf type and call `BatonHandler`. A request whose database call found
 the database away is answered 503 with Retry-After.
 
-The door runs SendMessage (over both bindings) and the streaming operations itself, from the
-JSON it already decoded: the SDK's dispatchers would parse the body again and add their models,
-routing and tracing to every hand-off. It answers exactly what the SDK would (statuses, bodies,
-errors); a JSON-RPC request the SDK would refuse for its envelope still goes to the SDK.
+The door runs SendMessage, GetTask, ListTasks and CancelTask (over both bindings) and the
+streaming operations itself, from the JSON it already decoded: the SDK's dispatchers would parse
+the body again and add their models, routing and tracing to every call. It answers exactly what
+the SDK would (statuses, bodies, errors); a JSON-RPC request the SDK would refuse for its
+envelope still goes to the SDK, and so does every other operation.
 
 Each request's operation, in its log lines (`baton.telemetry.requests`) and as its span's
 `baton.a2a.method`, is its A2A method, named the same over both bindings (`SendMessage`,
@@ -42,10 +43,18 @@ from a2a.server.context import ServerCallContext
 from a2a.server.jsonrpc_models import InternalError as JSONRPCInternalError
 from a2a.server.jsonrpc_models import JSONParseError as ParseError
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
-from a2a.server.routes.common import ServerCallContextBuilder
+from a2a.server.routes.common import ServerCallContextBuilder, serialize_list_tasks_response
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.routes.rest_routes import create_rest_routes
-from a2a.types.a2a_pb2 import AgentCard, SendMessageRequest, SubscribeToTaskRequest, Task
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+)
 from a2a.types.a2a_pb2 import Message as A2AMessage
 from a2a.utils.constants import A2A_JSON_MEDIA_TYPE, PROTOCOL_VERSION_1_0
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE, build_rest_error_payload
@@ -56,6 +65,7 @@ from a2a.utils.errors import (
     InvalidRequestError,
     JSONParseError,
 )
+from a2a.utils.proto_utils import parse_params
 from a2a.utils.version_validator import validate_version
 
 # protobuf ships no types for json_format: ParseDict fills a message from decoded JSON.
@@ -66,6 +76,7 @@ from google.protobuf.json_format import (  # type: ignore[import-untyped]
 from google.protobuf.json_format import (
     ParseError as ProtoParseError,
 )
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
@@ -113,7 +124,15 @@ REST_OPERATIONS: Final = tuple(
     )
 )
 SUBSCRIBE: Final = re.compile(_TENANT + r"/tasks/([^/]+):subscribe")  # the task it names
-SEND: Final = re.compile(r"(?:/([^/]+))?/message:send")  # HTTP+JSON's SendMessage, its tenant
+# HTTP+JSON's paths of the operations the door answers itself: the tenant, then the task's id
+# (matched as the SDK's routes match them: without a tenant first, then under `/{tenant}`).
+REST_PATHS: Final = {
+    "SendMessage": re.compile(r"(?:/([^/]+))?/message:send"),
+    "GetTask": re.compile(r"(?:/([^/]+))?/tasks/([^/]+)"),
+    "CancelTask": re.compile(r"(?:/([^/]+))?/tasks/([^/]+):cancel"),
+    "ListTasks": re.compile(r"(?:/([^/]+))?/tasks"),
+}
+DIRECT: Final = frozenset(REST_PATHS)
 # The members a JSON-RPC request may have (the SDK refuses others, as `jsonrpc` does).
 JSONRPC_FIELDS: Final = frozenset({"jsonrpc", "method", "params", "id"})
 A2A_JSON: Final = (b"content-type", A2A_JSON_MEDIA_TYPE.encode())
@@ -335,28 +354,31 @@ class A2ADoor:
             parsed = decoded if body.strip() else None
             await self._stream(inner, receive, send, call, binding, parsed, request_id)
             return
-        if method == "SendMessage" and self.direct and body.strip():
-            if binding == REST:
-                await self._send_rest(inner, send, call, body, decoded)
+        if method in DIRECT and self.direct:
+            if binding == REST and (body.strip() or method != "SendMessage"):
+                parsed = decoded if body.strip() else None
+                await self._unary_rest(inner, send, call, method, body, parsed)
                 return
-            if _plain_jsonrpc(decoded):
-                await self._send_jsonrpc(inner, send, call, decoded)
+            if binding == JSONRPC and body.strip() and _plain_jsonrpc(decoded):
+                await self._unary_jsonrpc(inner, send, call, method, decoded)
                 return
         await self.router(inner, _replay(body, receive), _unavailable_as_503(send, call))
 
-    # --- SendMessage ----------------------------------------------------------------------
+    # --- SendMessage, GetTask, ListTasks, CancelTask -------------------------------------------
 
     def _context(self, scope: Scope) -> ServerCallContext:
         return self.contexts.build(Request(scope))
 
-    async def _send_jsonrpc(
-        self, scope: Scope, send: Send, call: Call, decoded: dict[str, Any]
+    async def _unary_jsonrpc(
+        self, scope: Scope, send: Send, call: Call, method: str, decoded: dict[str, Any]
     ) -> None:
-        """JSON-RPC's SendMessage, answered as `JsonRpcDispatcher.handle_requests` answers it."""
+        """A JSON-RPC operation, answered as `JsonRpcDispatcher.handle_requests` answers it."""
         request_id: str | int = decoded["id"]
         try:
             request = ParseDict(
-                decoded.get("params", {}), SendMessageRequest(), ignore_unknown_fields=True
+                decoded.get("params", {}),
+                JsonRpcDispatcher.METHOD_TO_MODEL[method](),
+                ignore_unknown_fields=True,
             )
         except Exception as exc:  # the dispatcher's refusal of params that are not the request's
             error = InvalidParamsError(data={"parseError": str(exc)})
@@ -364,13 +386,13 @@ class A2ADoor:
             return
         context = self._context(scope)
         context.tenant = request.tenant
-        context.state["method"] = "SendMessage"
+        context.state["method"] = method
         context.state["request_id"] = request_id
         answer: dict[str, Any]
         try:
             await _versioned(context)
-            sent = await self.handler.on_message_send(request, context)
-            answer = {"result": _send_response(sent), "id": request_id, "jsonrpc": "2.0"}
+            result = await self._answer(method, request, context)
+            answer = {"result": result, "id": request_id, "jsonrpc": "2.0"}
         except A2AError as error:
             answer = build_error_response(request_id, error)
         except Exception as exc:
@@ -379,17 +401,20 @@ class A2ADoor:
         unavailable = call.unavailable
         await _json(send, 503 if unavailable else 200, answer, [RETRY_AFTER] if unavailable else [])
 
-    async def _send_rest(
-        self, scope: Scope, send: Send, call: Call, body: bytes, decoded: Any
+    async def _unary_rest(
+        self, scope: Scope, send: Send, call: Call, method: str, body: bytes, decoded: Any
     ) -> None:
-        """HTTP+JSON's SendMessage, answered as `RestDispatcher.on_message_send` answers it."""
+        """An HTTP+JSON operation, answered as `RestDispatcher` answers it (its route's method
+        under `rest_error_handler`)."""
         context = self._context(scope)
-        sent_to = SEND.fullmatch(scope["path"])
-        if sent_to is not None and sent_to.group(1) is not None:
-            context.tenant = sent_to.group(1)
+        path = REST_PATHS[method].fullmatch(scope["path"])
+        assert path is not None, "the door found the operation by this path"
+        if path.group(1) is not None:
+            context.tenant = path.group(1)
         try:
             await _versioned(context)
-            sent = await self.handler.on_message_send(_rest_request(body, decoded), context)
+            request = _rest_request(method, path, scope, body, decoded)
+            result = await self._answer(method, request, context)
         except Exception as exc:  # the dispatcher answers every error in A2A's error format
             if not isinstance(exc, A2AError | ProtoParseError):
                 log.exception("Unknown error occurred")
@@ -398,7 +423,18 @@ class A2ADoor:
             await _json(send, status, payload, [RETRY_AFTER] if call.unavailable else [])
             return
         headers = [RETRY_AFTER] if call.unavailable else []
-        await _json(send, 503 if call.unavailable else 200, _send_response(sent), headers, A2A_JSON)
+        await _json(send, 503 if call.unavailable else 200, result, headers, A2A_JSON)
+
+    async def _answer(self, method: str, request: Any, context: ServerCallContext) -> Any:
+        """The operation's result, as both dispatchers write it."""
+        if method == "SendMessage":
+            return _send_response(await self.handler.on_message_send(request, context))
+        if method == "GetTask":
+            return to_json(await self.handler.on_get_task(request, context))
+        if method == "CancelTask":
+            return to_json(await self.handler.on_cancel_task(request, context))
+        listed = await self.handler.on_list_tasks(request, context)
+        return serialize_list_tasks_response(listed, request.include_artifacts)
 
     # --- streams ------------------------------------------------------------------------
 
@@ -474,7 +510,25 @@ def _plain_jsonrpc(decoded: Any) -> bool:
     )
 
 
-def _rest_request(body: bytes, decoded: Any) -> SendMessageRequest:
+def _rest_request(method: str, path: re.Match[str], scope: Scope, body: bytes, decoded: Any) -> Any:
+    """An HTTP+JSON request as its route reads it: SendMessage's body, the task's id in the
+    path, the query's parameters (`parse_params`)."""
+    if method == "SendMessage":
+        return _message_request(body, decoded)
+    if method == "CancelTask":
+        return CancelTaskRequest(id=path.group(2))
+    query = QueryParams(scope["query_string"])
+    if method == "ListTasks":
+        listed = ListTasksRequest()
+        parse_params(query, listed)
+        return listed
+    got = GetTaskRequest()
+    parse_params(query, got)
+    got.id = path.group(2)
+    return got
+
+
+def _message_request(body: bytes, decoded: Any) -> SendMessageRequest:
     """The body as the SDK's `json_format.Parse` reads it, from the JSON already decoded."""
     try:
         # Parse refuses an object that names a key twice, where orjson keeps the last: the
