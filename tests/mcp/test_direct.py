@@ -1,11 +1,13 @@
-"""A 2026-07-28 `tools/call` answered by the door itself (`baton.mcp.direct`), against the same
-requests answered through the SDK's dispatch (a second `baton serve` on the same database, its
-door set to leave every request to the SDK): the same statuses, media types and JSON, for
-calls, refusals, bad params, unknown tools, bad envelopes and headers, notifications, batches
-and other methods."""
+"""A 2026-07-28 `tools/call` or `resources/read` answered by the door itself
+(`baton.mcp.direct`), against the same requests answered through the SDK's dispatch (a second
+`baton serve` on the same database, its door set to leave every request to the SDK): the same
+statuses, media types and JSON, for calls, reads, refusals, bad params, unknown tools, bad
+envelopes and headers, notifications, batches and other methods; and a listen stream's frames,
+the same bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -19,10 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.shared.inbound import encode_header_value
 
 from baton.protocol.handoff import TaskState
 from tests.conftest import LiveServer, free_port, stop_server
-from tests.helpers import World
+from tests.helpers import World, checkpoint
 from tests.mcp import raw
 
 # `baton serve` with the door's own answer turned off: the SDK answers every request.
@@ -344,3 +347,130 @@ async def test_a_call_with_a_token_that_does_not_work_is_refused_alike(
     direct, sdk = await doors.both(body, headers=headers)
     assert direct.same_as(sdk) and direct.status == 401, (direct, sdk)
     assert direct.body["error"]["data"]["code"] == "unauthenticated"
+
+
+# --- resources/read -------------------------------------------------------------------------
+
+
+def read(uri: Any, *, request_id: Any = 1, **params: Any) -> dict[str, Any]:
+    body = {"uri": uri, "_meta": raw.META, **params}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "resources/read", "params": body}
+
+
+def reading(uri: Any) -> dict[str, str]:
+    headers = {"Mcp-Method": "resources/read"}
+    if isinstance(uri, str):
+        headers["Mcp-Name"] = encode_header_value(uri)  # as the SDK's client sends it
+    return headers
+
+
+async def test_resource_reads_are_answered_alike(doors: Doors, world: World) -> None:
+    task = await world.task_in(TaskState.working)
+    assignee = world.roles["assignee"]
+    await world.service.save_checkpoint(assignee, task.id, checkpoint(progress="naïve café ✓"))
+    theirs = await World(world.service).task_in(TaskState.working)  # another owner's
+    made = await doors.send(
+        doors.direct,
+        call("createRun", {"project": "web", "title": "Ship it ✓"}),
+        named("createRun"),
+    )
+    run_id = made.body["result"]["structuredContent"]["run"]["id"]
+    uris = [
+        f"baton://tasks/{task.id}",
+        f"baton://runs/{run_id}",
+        f"baton://tasks/{theirs.id}",
+        "baton://tasks/t" + "0" * 28,  # no such task
+        "baton://runs/nope",
+        "baton://tasks/",
+        "baton://tasks/a/b",
+        "baton://tasks/a?b=1",
+        "baton://nope/x",
+        "https://example.com/",
+        "",
+        "baton://tasks/a\u0000b",  # NUL
+        "baton://tasks/" + "x" * 2_000,  # past an id's length
+    ]
+    for uri in uris:
+        direct, sdk = await doors.both(read(uri), headers=reading(uri))
+        assert direct.same_as(sdk), (uri, direct, sdk)
+    direct, sdk = await doors.both(read(uris[0]), headers=reading(uris[0]))
+    assert direct.status == 200 and direct.same_as(sdk), (direct, sdk)
+    # The door wrote it: its UTF-8 where the SDK's `json` escapes.
+    assert "naïve".encode() in direct.raw and "naïve".encode() not in sdk.raw
+    assert json.loads(direct.body["result"]["contents"][0]["text"])["id"] == task.id
+    # A refusal carries Baton's code, as the SDK's handler gives it.
+    direct, sdk = await doors.both(read(uris[2]), headers=reading(uris[2]))
+    assert direct.body["error"]["data"]["code"] == "not_found", direct
+
+
+async def test_bad_read_params_and_ids_are_answered_alike(doors: Doors, world: World) -> None:
+    task = await world.task_in(TaskState.working)
+    uri = f"baton://tasks/{task.id}"
+    bodies: list[tuple[Any, dict[str, str]]] = [
+        (read(7), reading(7)),
+        (read(None), reading(None)),
+        (read(["a"]), reading(None)),
+        (read(uri, extra=1), reading(uri)),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"_meta": raw.META}},
+            reading(None),
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": [1]}, reading(uri)),
+        ({"jsonrpc": "2.0", "id": 1, "method": "resources/read"}, reading(uri)),
+        ({**read(uri), "params": {"uri": uri}}, reading(uri)),  # no _meta
+        (read(uri), {"Mcp-Method": "resources/read"}),  # no Mcp-Name
+        (read(uri), {"Mcp-Method": "resources/read", "Mcp-Name": "baton://tasks/other"}),
+        (read(uri), {"Mcp-Method": "tools/call", "Mcp-Name": uri}),
+        (read(uri), {**reading(uri), "MCP-Protocol-Version": "2025-06-18"}),
+        (read(uri), {**reading(uri), "Accept": "text/event-stream"}),
+        ({"jsonrpc": "2.0", "method": "resources/read", "params": read(uri)["params"]}, {}),
+    ]
+    for request_id in ("read-7", 0, 1.0, 2**70, None, True):
+        bodies.append((read(uri, request_id=request_id), reading(uri)))
+    for body, headers in bodies:
+        direct, sdk = await doors.both(body, headers=headers)
+        assert direct.same_as(sdk), (body, headers, direct, sdk)
+
+
+async def _frames(at: httpx.AsyncClient, uri: str, wanted: int) -> list[bytes]:
+    """The first `wanted` SSE frames of a listen stream on `uri`, then it is closed."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": "listen-1",
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"resourceSubscriptions": [uri]}, "_meta": raw.META},
+    }
+    frames: list[bytes] = []
+    headers = {"Mcp-Method": "subscriptions/listen"}
+    async with at.stream("POST", "/mcp", json=body, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        buffer = b""
+        async for chunk in response.aiter_bytes():
+            buffer += chunk
+            while b"\r\n\r\n" in buffer:
+                frame, buffer = buffer.split(b"\r\n\r\n", 1)
+                if not frame.startswith(b":"):  # not a ping
+                    frames.append(frame)
+            if len(frames) >= wanted:
+                return frames
+    raise AssertionError(f"the stream ended after {frames}")
+
+
+async def test_listen_streams_write_the_sdks_frames(doors: Doors, world: World) -> None:
+    task = await world.task_in(TaskState.working)
+    uri = f"baton://tasks/{task.id}"
+    streams = [asyncio.create_task(_frames(at, uri, 3)) for at in (doors.direct, doors.sdk)]
+    await asyncio.sleep(1.0)  # both streams acknowledged and following
+    for i in range(2):
+        saved = checkpoint(progress=f"step {i}")
+        await world.service.save_checkpoint(world.roles["assignee"], task.id, saved)
+    direct, sdk = await asyncio.wait_for(asyncio.gather(*streams), 30)
+    # The acknowledgement, then one update per change: the same bytes from both.
+    assert direct == sdk, (direct, sdk)
+    updated = json.loads(direct[1].split(b"data: ", 1)[1])
+    assert updated == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": uri, "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
+    }
+    assert direct[2] == direct[1]

@@ -1,4 +1,5 @@
-"""A 2026-07-28 `tools/call` answered by the door itself, past the SDK's generic dispatch.
+"""A 2026-07-28 `tools/call` or `resources/read` answered by the door itself, past the SDK's
+generic dispatch.
 
 In the 2026-07-28 era a call is one POST. The SDK's session manager buffers its body, checks
 its headers, parses it, validates the JSON-RPC envelope and the request's `_meta` envelope (its
@@ -9,24 +10,27 @@ its server info, wraps it in a response model, dumps that and encodes it with `j
 
 Here the same request meets the same checks, made by the SDK's own functions in the same order
 (its body limit, content type and `Accept` checks, `json.loads`, `JSONRPCRequest`, the routing
-headers, `classify_inbound_request`, the era's surface, `CallToolRequestParams`); then the tool
-is called as the SDK's handler calls it (`baton.mcp.server.call`), and its answer is written as
-the SDK writes it: the result in the result type's shape (its key order, `resultType`, the
-server-info stamp), the same JSON-RPC envelope, status and headers; encoded by orjson, so
-non-ASCII text travels as UTF-8 rather than escaped, the same JSON either way. What is skipped
-is the SDK's machinery around Baton's own handler and the re-validation of Baton's own result.
+headers, `classify_inbound_request`, the era's surface, the params model); then the tool is
+called as the SDK's handler calls it (`baton.mcp.server.call`), or the resource read as its
+handler reads it (`baton.mcp.server.read`: the URI's bounds, then the read), and the answer is
+written as the SDK writes it: the result in the result type's shape (its key order,
+`resultType`, the sieve's defaults, the server-info stamp), the same JSON-RPC envelope, status
+and headers; a refusal the same JSON-RPC error; encoded by orjson, so non-ASCII text travels as
+UTF-8 rather than escaped, the same JSON either way. What is skipped is the SDK's machinery
+around Baton's own handler and the re-validation of Baton's own result.
 
 Anything else goes to the SDK as it came: another method or era, a request some check refuses,
-an unknown tool or one whose arguments have `Mcp-Param-*` headers to check, traces on (the
-SDK's span per message). The messages already read are handed back to it, so it reads the same
-request and answers it, its refusals included. `tests/mcp/test_direct.py` holds both paths to
-the same answers.
+an unknown tool or one whose arguments have `Mcp-Param-*` headers to check, a method with a
+cache hint set, traces on (the SDK's span per message). The messages already read are handed
+back to it, so it reads the same request and answers it, its refusals included.
+`tests/mcp/test_direct.py` holds both paths to the same answers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from functools import cache
 from typing import Any
 
 import orjson
@@ -41,7 +45,14 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
 )
-from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, JSONRPCError, JSONRPCRequest
+from mcp_types import (
+    SERVER_INFO_META_KEY,
+    CallToolRequestParams,
+    JSONRPCError,
+    JSONRPCRequest,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+)
 from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -50,13 +61,39 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.telemetry import requests
 
-METHOD = "tools/call"
+CALL = "tools/call"
+READ = "resources/read"
 VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
 JSON_TYPE = b"application/json"
 
 # The tool call: the request's scope (its caller), the tool's name and arguments; None when
 # no such tool is answered here.
 Call = Callable[[Scope, str, dict[str, Any] | None], Awaitable[dict[str, Any]] | None]
+# The resource read: the request's scope and the URI; the resource's JSON text, or None when
+# the SDK answers it.
+Read = Callable[[Scope, str], Awaitable[str] | None]
+MIME = "application/json"
+
+
+@cache
+def _read_shape(version: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A read's result as the SDK's sieve writes it in `version`: its keys in order, and what
+    it adds to the contents (the result type's defaults: cache scope, TTL, `resultType`).
+    Taken from the sieve itself, so a change of the SDK's defaults shows here too."""
+    empty = ReadResourceResult(contents=[]).model_dump(
+        by_alias=True, mode="json", exclude_none=True
+    )
+    sieved = _methods.serialize_server_result(READ, version, empty)
+    if sieved.get("resultType") is None:  # as the SDK fills it in this era
+        sieved["resultType"] = "complete"
+    return tuple(sieved), {k: v for k, v in sieved.items() if k != "contents"}
+
+
+def _read_result(version: str, uri: str, text: str) -> dict[str, Any]:
+    keys, fixed = _read_shape(version)
+    # One text content, its keys in the sieve's order.
+    contents = [{"mimeType": MIME, "text": text, "uri": uri}]
+    return {k: contents if k == "contents" else fixed[k] for k in keys}
 
 
 def _replay(read: list[Message], receive: Receive) -> Receive:
@@ -72,19 +109,22 @@ def _replay(read: list[Message], receive: Receive) -> Receive:
 
 
 class Direct:
-    """The door's own answer to a 2026-07-28 `tools/call`; `sdk` answers everything else."""
+    """The door's own answer to a 2026-07-28 `tools/call` (and `resources/read`, given `read`);
+    `sdk` answers everything else."""
 
     def __init__(
         self,
         sdk: ASGIApp,
-        call: Call,
+        call: Call | None,
         *,
+        read: Read | None = None,
         max_body_bytes: int,
         ready: Callable[[], bool],
         server_info: dict[str, Any],
     ) -> None:
         self.sdk = sdk
         self.call = call
+        self.read = read
         self.max_body_bytes = max_body_bytes
         # Whether the SDK would run nothing of its own around the handler now (no span, its
         # session manager running): else it answers.
@@ -103,14 +143,24 @@ class Direct:
         if call is None:
             await self.sdk(scope, _replay(read, receive), send)
             return
-        req, name, arguments = call
-        answered = self.call(scope, name, arguments)
-        if answered is None:  # a tool the SDK's handler answers (or refuses)
+        req, params, version = call
+        answered: Awaitable[Any] | None = None
+        if isinstance(params, CallToolRequestParams):
+            operation = params.name
+            if self.call is not None:
+                answered = self.call(scope, params.name, params.arguments)
+        else:
+            operation = READ
+            if self.read is not None:
+                answered = self.read(scope, params.uri)
+        if answered is None:  # what the SDK's handler answers (or refuses)
             await self.sdk(scope, _replay(read, receive), send)
             return
-        requests.note_operation(name)
+        requests.note_operation(operation)
         try:
             result = await answered
+            if isinstance(params, ReadResourceRequestParams):
+                result = _read_result(version, params.uri, result)
         except Exception as exc:  # as the SDK's modern entry maps a handler's failure
             error = JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc))
             await _write(error, scope, receive, send)
@@ -159,9 +209,9 @@ class Direct:
 
     def _call(
         self, request: Request, body: bytes
-    ) -> tuple[JSONRPCRequest, str, dict[str, Any] | None] | None:
-        """The call's envelope, tool name and arguments, if every check the SDK makes of the
-        request passes (the SDK answers any refusal)."""
+    ) -> tuple[JSONRPCRequest, CallToolRequestParams | ReadResourceRequestParams, str] | None:
+        """The request's envelope and params, if it is a call or read answered here and every
+        check the SDK makes of it passes (the SDK answers any refusal)."""
         try:
             decoded = json.loads(body)
         except (ValueError, RecursionError):
@@ -172,7 +222,11 @@ class Direct:
             req = JSONRPCRequest.model_validate(decoded)
         except ValidationError:
             return None
-        if req.method != METHOD:
+        method = req.method
+        if method == CALL:
+            if self.call is None:
+                return None
+        elif method != READ or self.read is None:
             return None
         if find_duplicated_routing_header(request.headers.items()) is not None:
             return None
@@ -180,11 +234,12 @@ class Direct:
         if isinstance(verdict, InboundLadderRejection):
             return None
         try:
-            _methods.validate_client_request(METHOD, verdict.protocol_version, req.params)
-            params = CallToolRequestParams.model_validate(req.params or {}, by_name=False)
+            _methods.validate_client_request(method, verdict.protocol_version, req.params)
+            model = CallToolRequestParams if method == CALL else ReadResourceRequestParams
+            params = model.model_validate(req.params or {}, by_name=False)
         except (ValueError, KeyError):  # ValidationError is a ValueError
             return None
-        return req, params.name, params.arguments
+        return req, params, verdict.protocol_version
 
     async def _write(
         self, scope: Scope, send: Send, req: JSONRPCRequest, result: dict[str, Any]

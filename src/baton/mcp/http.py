@@ -64,6 +64,7 @@ from baton.mcp.server import (
     call,
     caller,
 )
+from baton.mcp.server import read as read_resource
 from baton.mcp.sessions import (
     ADMISSION_KEY,
     STATUS_KEY,
@@ -253,10 +254,13 @@ class MCPDoor:
             json_response=True,
         )
         self.answer: ASGIApp = self.manager.handle_request
-        if self.direct and not self.server.cache_hints.get("tools/call"):
+        # A cache hint set for a method would be the SDK's to add: those it answers itself.
+        hints = self.server.cache_hints
+        if self.direct and not (hints.get("tools/call") and hints.get("resources/read")):
             self.answer = Direct(
                 self.manager.handle_request,
-                self._call,
+                None if hints.get("tools/call") else self._call,
+                read=None if hints.get("resources/read") else self._read,
                 max_body_bytes=max_body_bytes,
                 # The manager's task group is set while it runs (else it refuses requests).
                 ready=lambda: around.bare() and self.manager._task_group is not None,
@@ -371,6 +375,14 @@ class MCPDoor:
         if not isinstance(scope.get(TOKEN_KEY), str):
             return None
         return call(tool, self.context, principal, arguments)
+
+    def _read(self, scope: Scope, uri: str) -> Awaitable[str] | None:
+        """The read of resource `uri` for the door's own answer, as the SDK's handler makes it;
+        None (the SDK answers) for a request the door did not authenticate."""
+        principal = scope.get(PRINCIPAL_KEY)
+        if not isinstance(principal, Principal) or not isinstance(scope.get(TOKEN_KEY), str):
+            return None
+        return read_resource(self.resources, principal, uri)
 
     # --- sessions -------------------------------------------------------------------------
 

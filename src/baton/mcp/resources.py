@@ -22,8 +22,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 import orjson
+from mcp.server._streamable_http_modern import (  # SDK 2.3: its listen stream's sink and frames
+    _SingleExchangeDispatchContext,
+    _sse_event,
+)
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
@@ -153,7 +158,8 @@ class Resources:
 
     # --- reading ----------------------------------------------------------------------------
 
-    async def _read(self, principal: Principal, uri: str) -> dict[str, Any]:
+    async def body(self, principal: Principal, uri: str) -> dict[str, Any]:
+        """What `resources/read` of `uri` answers `principal` (an `MCPError` if refused)."""
         kind, subject = parse(uri)
         context = self.context(principal)
         try:
@@ -165,7 +171,7 @@ class Resources:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         principal, _ = self.caller(ctx)
-        body = await self._read(principal, params.uri)
+        body = await self.body(principal, params.uri)
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
@@ -363,30 +369,65 @@ class Resources:
                 ),
                 related_request_id=request_id,
             )
-            changed: asyncio.Queue[str] = asyncio.Queue()
-
-            async def pump(uri: str, changes: AsyncIterator[None]) -> None:
-                async for _ in changes:
-                    changed.put_nowait(uri)
-
             pumps = [
-                self._follow_in_task(pump(uri, c), f"baton-mcp-listen {uri}") for uri, c in streams
+                self._follow_in_task(
+                    _pump(changes, _updated(ctx, uri, meta, request_id)), f"baton-mcp-listen {uri}"
+                )
+                for uri, changes in streams
             ]
             try:
-                while True:
-                    uri = await changed.get()
-                    await ctx.session.send_notification(
-                        types.ResourceUpdatedNotification(
-                            params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta)
-                        ),
-                        related_request_id=request_id,
-                    )
+                while True:  # the pumps notify; the client ends the stream (or the door does)
+                    await anyio.sleep_forever()
             finally:
                 for p in pumps:
                     await _cancel(p)
         finally:
             self.listening -= 1
             self.sessions.release(held)
+
+
+Notify = Callable[[], Awaitable[None]]
+
+
+def _updated(
+    ctx: ServerRequestContext[Any, Any], uri: str, meta: dict[str, Any], request_id: Any
+) -> Notify:
+    """Sends `notifications/resources/updated` of `uri` on the listen request's stream.
+
+    What the SDK (2.3) writes for it never changes while the stream lives (the URI and the
+    stream's subscription id), so its SSE frame is made once, by the SDK's own functions, and
+    each change only hands those bytes to the stream's sink, as the SDK's dispatch context
+    does (a closed stream drops it). Elsewhere than a 2026-07-28 listen response, the SDK's
+    session sends it."""
+    notification = types.ResourceUpdatedNotification(
+        params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta)
+    )
+    outbound = getattr(ctx.session, "_request_outbound", None)
+    sink = outbound.sink if isinstance(outbound, _SingleExchangeDispatchContext) else None
+    if sink is None:
+
+        async def through_session() -> None:
+            await ctx.session.send_notification(notification, related_request_id=request_id)
+
+        return through_session
+    data = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+    frame = _sse_event(
+        types.JSONRPCNotification(jsonrpc="2.0", method=data["method"], params=data.get("params"))
+    )
+    send = sink.send
+
+    async def framed() -> None:
+        try:
+            await send(frame)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("dropped a resource update: the listen stream is closed")
+
+    return framed
+
+
+async def _pump(changes: AsyncIterator[None], notify: Notify) -> None:
+    async for _ in changes:
+        await notify()
 
 
 @dataclass(eq=False)

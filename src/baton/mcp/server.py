@@ -122,14 +122,26 @@ def uris_checked(handler: Handler[P, R], uris: Callable[[P], object], field: str
     error the resource handlers give, carrying Baton's code."""
 
     async def checked(ctx: ServerRequestContext[Any, Any], params: P) -> R:
-        problem = inputs.check(uris(params), field).problem
-        if problem is not None:
-            error = problem.error()
-            data = {"code": error.code, "message": error.message}
-            raise MCPError(types.INVALID_PARAMS, error.message, data=data)
+        _check_uris(uris(params), field)
         return await handler(ctx, params)
 
     return checked
+
+
+def _check_uris(uris: object, field: str) -> None:
+    problem = inputs.check(uris, field).problem
+    if problem is not None:
+        error = problem.error()
+        data = {"code": error.code, "message": error.message}
+        raise MCPError(types.INVALID_PARAMS, error.message, data=data)
+
+
+async def read(resources: Resources, principal: Principal, uri: str) -> str:
+    """The JSON text of resource `uri` read by `principal`, as the SDK's handler reads it (the
+    URI's bounds, then the read; a refusal the same `MCPError`): for the door's own answer
+    (`baton.mcp.direct`)."""
+    _check_uris(uri, "uri")
+    return _text(await resources.body(principal, uri))
 
 
 def _uri(params: types.ReadResourceRequestParams | types.SubscribeRequestParams) -> str:
