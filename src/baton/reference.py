@@ -173,6 +173,7 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
     from baton.store.webhooks import KEPT_DELIVERIES, MAX_ENDPOINTS, MAX_PENDING_MANUAL
     from baton.webhooks.attempt import MAX_RESPONSE_BYTES
     from baton.webhooks.fairness import share
+    from baton.webhooks.http1 import DRAIN_BYTES
     from baton.webhooks.worker import BATCH
 
     owners_share = share(s.webhook_concurrency)
@@ -191,8 +192,9 @@ def webhook_limits(s: Settings) -> list[tuple[str, str, str]]:
         ),
         (
             "a receiver's answer kept",
-            f"{_size(MAX_RESPONSE_BYTES)} of its body (the rest is not read)",
-            "`baton.webhooks.attempt`",
+            f"{_size(MAX_RESPONSE_BYTES)} of its body; up to {_size(DRAIN_BYTES)} more read "
+            "to keep the connection, past that it is closed",
+            "`baton.webhooks.attempt`, `baton.webhooks.http1`",
         ),
         (
             "attempts at one event before its endpoint is disabled",
