@@ -1,6 +1,6 @@
 """The MCP door against GraphQL: the same move, the same server, the same sitting.
 
-    .venv/bin/python -m bench.mcp [--calls 500] [--concurrency 8] [--slice 25]
+    .venv/bin/python -m bench.mcp [--calls 500] [--concurrency 8] [--slice 25] [--read]
                                   [--database-url URL]
 
 Against one fresh `baton serve` on a fresh database (an embedded PostgreSQL unless
@@ -17,6 +17,11 @@ working task (one task per client, so calls never wait on each other's row lock)
   SDK's client takes CPU the server then lacks, and at `--concurrency` it bounds the calls per
   second, which changes what a call costs the server (fewer calls share each wake-up and
   write); this row shows the door's cost without that.
+
+With `--read` the call is a read of the task instead, what following a task over MCP costs per
+update besides its notification: GraphQL's `task(id)` selecting what the resource holds, against
+MCP's `resources/read` of `baton://tasks/{id}` (the 2026-07-28 era's answered by the door past the
+SDK's dispatch, the handshake era's by the SDK).
 
 For each door: `--calls` calls one after another (latency p50/p99, server CPU per call), then
 `--calls` calls from `--concurrency` clients at once (calls/s, server CPU per call). The doors
@@ -69,6 +74,7 @@ SAVE = f"""mutation($id: ID!, $c: CheckpointInput!) {{
 HAND_OFF = """mutation($in: HandOffInput!) { handOff(input: $in) {
   ... on HandOffSuccess { task { id } } ... on Error { code message } } }"""
 MOVE = """mutation($id: ID!) { %s(input: {id: $id}) { ... on Error { code message } } }"""
+READ = f"""query($id: ID!) {{ task(id: $id) {{ {TASK} }} }}"""
 CHECKPOINT = {"progress": "benchmarking", "nextSteps": ["measure again"]}
 BLOCKS = 5  # the ratios' range: over each fifth of a measurement
 
@@ -107,13 +113,16 @@ async def working_task(http: httpx.AsyncClient, agent: str, project: str) -> str
 class Door:
     """One way to make the move: `open()` a client, then `call(task_id)`."""
 
-    def __init__(self, label: str, server: Server, bearer: str, mode: str | None) -> None:
+    def __init__(
+        self, label: str, server: Server, bearer: str, mode: str | None, read: bool = False
+    ) -> None:
         self.label = label
         self.server = server
         self.bearer = bearer
         self.mode = (
             mode  # None: GraphQL; "plain": MCP from a plain HTTP client; else the SDK's mode
         )
+        self.read = read  # a read of the task, not the move
 
     async def open(self, stack: AsyncExitStack) -> Call:
         headers = {"Authorization": f"Bearer {self.bearer}"}
@@ -129,7 +138,14 @@ class Door:
                 if "task" not in answer.json()["data"]["saveCheckpoint"]:
                     raise RuntimeError(answer.text)
 
-            return graphql
+            async def graphql_read(task_id: str) -> None:
+                answer = await http.post(
+                    "/graphql", json={"query": READ, "variables": {"id": task_id}}
+                )
+                if not (answer.json().get("data") or {}).get("task"):
+                    raise RuntimeError(answer.text)
+
+            return graphql_read if self.read else graphql
         if self.mode == "plain":
             return await self._plain(stack, headers)
         client_http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
@@ -148,7 +164,12 @@ class Door:
             if result.is_error:
                 raise RuntimeError(result.structured_content)
 
-        return mcp
+        async def mcp_read(task_id: str) -> None:
+            read = await client.read_resource(f"baton://tasks/{task_id}")
+            if task_id not in getattr(read.contents[0], "text", ""):
+                raise RuntimeError(read)
+
+        return mcp_read if self.read else mcp
 
     async def _plain(self, stack: AsyncExitStack, headers: dict[str, str]) -> Call:
         """The 2026-07-28 era's `tools/call` as the SDK's client writes it (one POST, the
@@ -162,6 +183,19 @@ class Door:
             )
         )
         ids = itertools.count(1)
+
+        async def mcp_read(task_id: str) -> None:
+            uri = f"baton://tasks/{task_id}"
+            params = {"uri": uri, "_meta": PLAIN_META}
+            call = {"jsonrpc": "2.0", "id": next(ids), "method": "resources/read", "params": params}
+            headers = {"Mcp-Method": "resources/read", "Mcp-Name": uri}
+            answer = await http.post("/mcp", json=call, headers=headers)
+            result = answer.json().get("result") if answer.status_code == 200 else None
+            if not isinstance(result, dict) or task_id not in result["contents"][0]["text"]:
+                raise RuntimeError(answer.text[:500])
+
+        if self.read:
+            return mcp_read
 
         async def mcp(task_id: str) -> None:
             params = {
@@ -220,7 +254,7 @@ async def interleaved(
 
 
 async def measure(
-    server: Server, url: str, calls: int, concurrency: int, slice_calls: int
+    server: Server, url: str, calls: int, concurrency: int, slice_calls: int, read: bool = False
 ) -> list[dict[str, Any]]:
     tag = secrets.token_hex(3)
     agent = f"mcp{tag}/bench"
@@ -230,10 +264,10 @@ async def measure(
     ) as http:
         tasks = [await working_task(http, agent, f"b{tag}") for _ in range(concurrency)]
     doors = [
-        Door("GraphQL HTTP", server, bearer, None),
-        Door("MCP HTTP, 2026-07-28", server, bearer, "auto"),
-        Door("MCP HTTP, handshake", server, bearer, "legacy"),
-        Door("MCP HTTP, 2026-07-28, plain client", server, bearer, "plain"),
+        Door("GraphQL HTTP", server, bearer, None, read),
+        Door("MCP HTTP, 2026-07-28", server, bearer, "auto", read),
+        Door("MCP HTTP, handshake", server, bearer, "legacy", read),
+        Door("MCP HTTP, 2026-07-28, plain client", server, bearer, "plain", read),
     ]
     async with AsyncExitStack() as stack:
         clients: dict[str, list[tuple[Call, str]]] = {}
@@ -250,11 +284,15 @@ async def measure(
         many = await interleaved(
             doors, clients, per_client, max(1, calls // (per_client * concurrency))
         )
-    return rows_of(doors[0].label, one, many, concurrency)
+    return rows_of(doors[0].label, one, many, concurrency, "read of a task" if read else None)
 
 
 def rows_of(
-    base: str, one: dict[str, Tally], many: dict[str, Tally], concurrency: int
+    base: str,
+    one: dict[str, Tally],
+    many: dict[str, Tally],
+    concurrency: int,
+    what: str | None = None,
 ) -> list[dict[str, Any]]:
     """Each door's figures, and its CPU per call over `base`'s: over the whole measurement,
     and the range of that ratio over its blocks of passes."""
@@ -262,7 +300,7 @@ def rows_of(
     for label in one:
         alone, together = one[label], many[label]
         row: dict[str, Any] = {
-            "door (saveCheckpoint)": label,
+            f"door ({what or 'saveCheckpoint'})": label,
             "p50 ms": percentile(alone.latencies, 0.5) * 1000,
             "p99 ms": percentile(alone.latencies, 0.99) * 1000,
             "CPU µs/call (1)": round(alone.cpu * 1e6 / alone.calls),
@@ -287,7 +325,7 @@ async def main_async(args: argparse.Namespace) -> int:
         logs = Path(tempfile.mkdtemp(prefix="baton-bench-mcp-"))
         server = start_server(url, logs / "serve.log")
         try:
-            rows = await measure(server, url, args.calls, args.concurrency, args.slice)
+            rows = await measure(server, url, args.calls, args.concurrency, args.slice, args.read)
         finally:
             stop_server(server)
     print(table(rows))
@@ -300,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument(
         "--slice", type=int, default=25, help="calls a door makes before the next one's turn"
+    )
+    p.add_argument(
+        "--read", action="store_true", help="a read of the task (resources/read), not the move"
     )
     p.add_argument("--database-url", default=None)
     return asyncio.run(main_async(p.parse_args(argv)))
