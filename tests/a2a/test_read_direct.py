@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from baton.protocol.handoff import TaskState, WaitingOn
+from baton.protocol.handoff import MoveName, TaskState, WaitingOn
 from baton.store.records import TaskRecord
 from tests.a2a.conftest import A2A_VERSION
 from tests.a2a.test_send_direct import Answer, sdk_server
@@ -220,3 +220,15 @@ async def test_cancels_are_answered_alike(doors: Doors, world: World) -> None:
     assert first.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
     again = await doors.alike(cancel(working.id))
     assert again["rest"].body == first.json()["result"]
+
+
+async def test_a_task_read_again_after_it_moved_is_answered_as_it_is_now(
+    doors: Doors, world: World
+) -> None:
+    # The door keeps a task's rendered answer per version: a move must show at the next read.
+    task = await world.task_in(TaskState.working)
+    before = await doors.alike(get_task_corpus(task.id))
+    await world.move(task, MoveName.PAUSE, waiting_on=WaitingOn.human)
+    after = await doors.alike(get_task_corpus(task.id))
+    assert after["rest"].body != before["rest"].body
+    assert after["rest"].body["metadata"]["baton"]["state"] == "waiting"

@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
+import orjson
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -56,7 +57,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from baton.a2a import frames, mapping, push
+from baton.a2a import frames, mapping, push, rendered
 from baton.a2a.errors import UNAVAILABLE, refusal, to_a2a, unexpected
 from baton.a2a.frames import Frame
 from baton.access.principals import Principal
@@ -193,6 +194,28 @@ class BatonHandler(RequestHandler):
             task = await self._visible(call, self.context(call.principal), params.id)
             (answer,) = await self._tasks([task], history)
             return answer
+
+    async def get_task_json(self, params: GetTaskRequest, context: ServerCallContext) -> bytes:
+        """`on_get_task`'s Task as the SDK writes it (`to_json`), rendered once per version of
+        the task and kept for the reads that follow (`baton.a2a.rendered`)."""
+        _required(params)
+        call = call_of(context)
+        with self._answering(call):
+            history = _history(params.history_length if params.HasField("history_length") else None)
+            task = await self._visible(call, self.context(call.principal), params.id)
+            contexts = self.contexts()
+            found = (await contexts.of([task.id])).get(task.id)
+            newest = (await contexts.newest_events([task.id], max(1, history))).get(task.id, [])
+            context_id = found.context_id if found is not None else task.id
+            message_id = found.message_id if found is not None else None
+
+            def render() -> bytes:
+                made = mapping.task_of(
+                    task, context_id, newest, message_id=message_id, history=history
+                )
+                return orjson.dumps(frames.to_json(made))
+
+            return rendered.task_json(task, context_id, message_id, history, newest, render)
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext

@@ -388,11 +388,13 @@ class A2ADoor:
         context.tenant = request.tenant
         context.state["method"] = method
         context.state["request_id"] = request_id
-        answer: dict[str, Any]
+        answer: dict[str, Any] | bytes
         try:
             await _versioned(context)
             result = await self._answer(method, request, context)
-            answer = {"result": result, "id": request_id, "jsonrpc": "2.0"}
+            answer = b"".join(
+                (b'{"result":', result, b',"id":', orjson.dumps(request_id), b',"jsonrpc":"2.0"}')
+            )
         except A2AError as error:
             answer = build_error_response(request_id, error)
         except Exception as exc:
@@ -425,16 +427,19 @@ class A2ADoor:
         headers = [RETRY_AFTER] if call.unavailable else []
         await _json(send, 503 if call.unavailable else 200, result, headers, A2A_JSON)
 
-    async def _answer(self, method: str, request: Any, context: ServerCallContext) -> Any:
-        """The operation's result, as both dispatchers write it."""
-        if method == "SendMessage":
-            return _send_response(await self.handler.on_message_send(request, context))
+    async def _answer(self, method: str, request: Any, context: ServerCallContext) -> bytes:
+        """The operation's result as JSON, as both dispatchers write it."""
         if method == "GetTask":
-            return to_json(await self.handler.on_get_task(request, context))
-        if method == "CancelTask":
-            return to_json(await self.handler.on_cancel_task(request, context))
-        listed = await self.handler.on_list_tasks(request, context)
-        return serialize_list_tasks_response(listed, request.include_artifacts)
+            return await self.handler.get_task_json(request, context)
+        result: dict[str, Any]
+        if method == "SendMessage":
+            result = _send_response(await self.handler.on_message_send(request, context))
+        elif method == "CancelTask":
+            result = to_json(await self.handler.on_cancel_task(request, context))
+        else:
+            listed = await self.handler.on_list_tasks(request, context)
+            result = serialize_list_tasks_response(listed, request.include_artifacts)
+        return orjson.dumps(result)
 
     # --- streams ------------------------------------------------------------------------
 
@@ -709,11 +714,11 @@ async def _refuse(
 async def _json(
     send: Send,
     status: int,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     headers: list[tuple[bytes, bytes]] | None = None,
     content_type: tuple[bytes, bytes] = (b"content-type", b"application/json"),
 ) -> None:
-    data = orjson.dumps(body)
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
     await send(
         {
             "type": "http.response.start",
