@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from baton.store.db import Connection, Database
-from baton.store.eventlog import newest_readable, newest_readable_sql
+from baton.store.eventlog import floor_sql, newest_readable, newest_readable_sql
 
 MAX_ENDPOINTS = 20  # per owner, unscoped
 MAX_TASK_ENDPOINTS = 100  # per owner, scoped to a task and still live (not ended or disabled)
@@ -506,6 +506,42 @@ async def lease(
         list(ids),
     )
     return [(EndpointRecord.from_row(r), bool(r["manual"])) for r in rows]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a turn reads before sending from one log, in one statement (one snapshot)."""
+
+    through: int  # the newest id it may pass (`readable_through`)
+    floor: int  # the log's retention floor (`baton.store.eventlog`)
+    ids: list[int]  # the matching events in (cursor, `through`], in order
+
+
+async def batch(
+    db: Database,
+    log: str,
+    select: str,
+    where: str,
+    params: Sequence[Any],
+    cursor: int,
+    limit: int,
+) -> Batch:
+    """The horizon, the floor and the first `limit` events of `select` (a log's, `e` the log)
+    after `cursor` matching `where` (its parameters from $3), in one round trip. One snapshot:
+    a removal (it raises the floor in its own transaction) is seen whole or not at all, so
+    events are never missing unless the floor says so."""
+    table = LOG_TABLES[log]
+    row = await db.fetchrow(
+        f"SELECT h.through, h.floor, ARRAY(SELECT q.event_id FROM ({select} "
+        "WHERE e.id > $1 AND e.id <= h.through AND "
+        f"({where}) ORDER BY e.id LIMIT $2) q ORDER BY q.event_id) AS ids "
+        f"FROM (SELECT {newest_readable_sql(table)} AS through, {floor_sql(table)} AS floor) h",
+        cursor,
+        limit,
+        *params,
+    )
+    assert row is not None
+    return Batch(int(row["through"]), int(row["floor"]), list(row["ids"]))
 
 
 async def unchanged(db: Database, endpoint_id: str, holder: str, updated_at: datetime) -> bool:

@@ -76,7 +76,7 @@ from baton.engine.runner import Engine
 from baton.engine.sharing import SharedOutcomes
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.hub import EventHub
-from baton.live.logs import TASK_LOG
+from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.metrics import REGISTRY
 from baton.protocol.handoff import HANDOFF
 from baton.services.context import Context
@@ -86,6 +86,7 @@ from baton.services.webhook_secrets import SecretBox, SecretUnavailable
 from baton.store import webhooks as store
 from baton.store.db import Database
 from baton.store.records import EventRecord, RunEventRecord
+from baton.store.sql import Params
 from baton.store.webhooks import (
     MAX_PENDING_MANUAL,
     Attempted,
@@ -662,14 +663,12 @@ class DeliveryWorker:
                 continue
             while self._time_for_one(deadline):
                 cursor = state.task_cursor if log_name == "task" else state.run_cursor
-                async with self.db.connection() as conn:
-                    through = await store.readable_through(conn, log_name)
-                    if cursor >= through:
-                        break
-                    ids = await render.matching_ids(
-                        conn, log_name, context.principal, variables, cursor, through, BATCH
-                    )
-                    oldest = await gaps.expired(conn, endpoint, log_name, cursor)
+                found = await self._read(context, log_name, variables, cursor)
+                through, ids = found.through, found.ids
+                if cursor >= through:
+                    break
+                # A task-scoped endpoint's task is removed with the endpoint (`gaps`).
+                oldest = None if endpoint.scoped or cursor >= found.floor else found.floor
                 if oldest is not None:  # events after the cursor were removed (retention)
                     done, state, stop = await self._expired(
                         endpoint, log_name, cursor, oldest, state
@@ -687,6 +686,21 @@ class DeliveryWorker:
                     )
                 if stop or recorded is not Recorded.COUNTED:
                     return  # the next turn starts from the endpoint as it is now
+
+    async def _read(
+        self, context: Context, log_name: str, variables: dict[str, Any], cursor: int
+    ) -> store.Batch:
+        """What lies after `cursor` for the endpoint: the horizon, the floor and the matching
+        events' ids, in one round trip (what `render.matching_ids`, `readable_through` and
+        `gaps.expired` read one by one)."""
+        p = Params(start=2)  # $1 and $2 are the cursor and the limit
+        if log_name == "task":
+            select = TASK_LOG.select
+            where = EventFilter.from_stored(variables).where(context.principal, p)
+        else:
+            select = RUN_LOG.select
+            where = RunEventFilter.from_stored(variables).where(context.principal, p)
+        return await store.batch(self.db, log_name, select, where, p.values, cursor, BATCH)
 
     async def _expired(
         self,
