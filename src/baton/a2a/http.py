@@ -133,6 +133,8 @@ REST_PATHS: Final = {
     "ListTasks": re.compile(r"(?:/([^/]+))?/tasks"),
 }
 DIRECT: Final = frozenset(REST_PATHS)
+GET_TASK_FIELDS: Final = frozenset({"id", "tenant", "historyLength"})  # JSON names, all its own
+INT32: Final = -(2**31)
 # The members a JSON-RPC request may have (the SDK refuses others, as `jsonrpc` does).
 JSONRPC_FIELDS: Final = frozenset({"jsonrpc", "method", "params", "id"})
 A2A_JSON: Final = (b"content-type", A2A_JSON_MEDIA_TYPE.encode())
@@ -374,11 +376,10 @@ class A2ADoor:
     ) -> None:
         """A JSON-RPC operation, answered as `JsonRpcDispatcher.handle_requests` answers it."""
         request_id: str | int = decoded["id"]
+        params = decoded.get("params", {})
         try:
-            request = ParseDict(
-                decoded.get("params", {}),
-                JsonRpcDispatcher.METHOD_TO_MODEL[method](),
-                ignore_unknown_fields=True,
+            request = (method == "GetTask" and _plain_get_task(params)) or ParseDict(
+                params, JsonRpcDispatcher.METHOD_TO_MODEL[method](), ignore_unknown_fields=True
             )
         except Exception as exc:  # the dispatcher's refusal of params that are not the request's
             error = InvalidParamsError(data={"parseError": str(exc)})
@@ -513,6 +514,27 @@ def _plain_jsonrpc(decoded: Any) -> bool:
         and not isinstance(request_id, bool)
         and isinstance(decoded.get("params", {}), dict)
     )
+
+
+def _plain_get_task(params: dict[str, Any]) -> GetTaskRequest | None:
+    """GetTask's params as `ParseDict` reads them, made directly when they are the plain ones
+    (a string id and tenant, an int32 historyLength): ParseDict's walk is a tenth of a read's
+    CPU. None for any other params, which ParseDict reads (and refuses as it does)."""
+    if not params.keys() <= GET_TASK_FIELDS:
+        return None
+    task_id, tenant = params.get("id", ""), params.get("tenant", "")
+    if not isinstance(task_id, str) or not isinstance(tenant, str):
+        return None
+    history = params.get("historyLength")
+    if "historyLength" in params and (type(history) is not int or not INT32 <= history < -INT32):
+        return None
+    try:
+        request = GetTaskRequest(id=task_id, tenant=tenant)
+        if history is not None:
+            request.history_length = history
+    except Exception:  # a value protobuf refuses: ParseDict refuses it in its own words
+        return None
+    return request
 
 
 def _rest_request(method: str, path: re.Match[str], scope: Scope, body: bytes, decoded: Any) -> Any:
