@@ -644,13 +644,16 @@ async def record(
     attempts: Sequence[Attempted],
     outcome: Outcome,
     seen: datetime,
+    *,
+    release: bool = False,
 ) -> Recorded:
     """Write a batch's attempts and the endpoint's new state in one transaction, only while
-    `holder` still holds the lease (else nothing, LOST). If the owner changed the endpoint
-    since `seen` (its `updated_at` when the turn read it), the attempts are kept in its history
-    but count for nothing (CHANGED): its failures, next try and enabled state stay as the
-    change left them. A task-scoped endpoint whose task's final event was acknowledged
-    (`outcome.ended`) ends either way: no change brings the task back."""
+    `holder` still holds the lease (else nothing, LOST); with the turn's last write
+    (`release`), the lease is handed back in it, not by a statement of its own. If the owner
+    changed the endpoint since `seen` (its `updated_at` when the turn read it), the attempts
+    are kept in its history but count for nothing (CHANGED): its failures, next try and
+    enabled state stay as the change left them. A task-scoped endpoint whose task's final
+    event was acknowledged (`outcome.ended`) ends either way: no change brings the task back."""
     async with db.transaction() as conn:
         row = await conn.fetchrow(
             """
@@ -669,7 +672,8 @@ async def record(
                     THEN $6::text ELSE disabled_reason END,
                 disabled_at = CASE WHEN enabled AND ($11::bool
                     OR (updated_at = $8 AND $6::text IS NOT NULL))
-                    THEN now() ELSE disabled_at END
+                    THEN now() ELSE disabled_at END,
+                lease_until = CASE WHEN $13::bool THEN now() ELSE lease_until END
             WHERE id = $1 AND lease_holder = $7 AND lease_until >= now()
             RETURNING updated_at = $8::timestamptz AS unchanged
             """,
@@ -685,6 +689,7 @@ async def record(
             outcome.run_cursor if outcome.run_acked is None else outcome.run_acked,
             outcome.ended,
             TASK_ENDED,
+            release,
         )
         if row is None:
             return Recorded.LOST

@@ -4,10 +4,13 @@ The outbox is the event logs themselves: an endpoint's cursor in each log says w
 acknowledged. The worker claims endpoints with work due (a lease on the endpoint's row, taken
 with `FOR UPDATE SKIP LOCKED`, so one process at a time works on an endpoint), renders what
 lies after the cursors, sends it one message at a time in id order, and writes a batch's
-results and the new cursors in one transaction, only while its lease holds. A process killed
-anywhere in between has written nothing for that batch; its lease runs out and the next claim
-sends from the old cursor again: the receiver may see the batch's messages twice (same
-`webhook-id`), never miss one.
+results and the new cursors in one transaction, only while its lease holds; the turn's last
+write hands the lease back in the same transaction. A turn that sent up to the horizon looks
+again only if an event was committed since it read (`_follow`): a later one wakes the worker,
+which claims the endpoint again once the turn is over. A process killed anywhere in between
+has written nothing for that batch; its lease runs out and the next claim sends from the old
+cursor again: the receiver may see the batch's messages twice (same `webhook-id`), never miss
+one.
 
 Order: an endpoint's task events arrive in task-event id order (the log's order), and its run
 events in run-event id order; the two logs are two sequences, sent task events first within
@@ -163,6 +166,8 @@ class DeliveryWorker:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         self._wake = asyncio.Event()
         self._changes = 0  # endpoints changed through this process (`wake`)
+        self._commits = 0  # events committed, as the hubs told (`_follow`)
+        self._released: set[str] = set()  # running turns whose last write handed back the lease
         # When each running turn last saw its endpoint unchanged, and `_changes` then.
         self._seen: dict[str, tuple[float, int]] = {}
         self._endpoints_exist = asyncio.Event()
@@ -228,6 +233,7 @@ class DeliveryWorker:
             await self._endpoints_exist.wait()
             try:
                 async for _ in stream():
+                    self._commits += 1
                     self._wake.set()
                     if not self._endpoints_exist.is_set():
                         break
@@ -348,8 +354,11 @@ class DeliveryWorker:
         except Exception:
             log.exception("webhooks: endpoint %s", endpoint.id)
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(store.release(self.db, endpoint.id, self.holder))
+            if endpoint.id in self._released:
+                self._released.discard(endpoint.id)
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(store.release(self.db, endpoint.id, self.holder))
 
     def _secrets(self, endpoint: EndpointRecord) -> list[str]:
         """The secrets that sign now: the current one, and the previous one during its
@@ -437,11 +446,20 @@ class DeliveryWorker:
         return _Sent(answer, started)
 
     async def _record(
-        self, endpoint: EndpointRecord, done: list[Attempted], state: store.Outcome
+        self,
+        endpoint: EndpointRecord,
+        done: list[Attempted],
+        state: store.Outcome,
+        *,
+        last: bool = False,
     ) -> Recorded:
+        """Write a batch; the turn's `last` write hands the lease back too (the turn then
+        touches the endpoint no more)."""
         recorded = await store.record(
-            self.db, endpoint.id, self.holder, done, state, endpoint.updated_at
+            self.db, endpoint.id, self.holder, done, state, endpoint.updated_at, release=last
         )
+        if last and recorded is not Recorded.LOST:
+            self._released.add(endpoint.id)
         if recorded is Recorded.COUNTED and state.disabled_reason:
             log.warning("webhooks: endpoint %s disabled: %s", endpoint.id, state.disabled_reason)
         return recorded
@@ -657,12 +675,17 @@ class DeliveryWorker:
         deadline: float,
         state: store.Outcome,
     ) -> None:
-        for log_name in render.LOGS:
-            variables = endpoint.task_filter if log_name == "task" else endpoint.run_filter
-            if variables is None:
-                continue
+        taken = [
+            (log_name, variables)
+            for log_name, variables in zip(
+                render.LOGS, (endpoint.task_filter, endpoint.run_filter), strict=True
+            )
+            if variables is not None
+        ]
+        for n, (log_name, variables) in enumerate(taken):
             while self._time_for_one(deadline):
                 cursor = state.task_cursor if log_name == "task" else state.run_cursor
+                commits = self._commits
                 found = await self._read(context, log_name, variables, cursor)
                 through, ids = found.through, found.ids
                 if cursor >= through:
@@ -678,14 +701,22 @@ class DeliveryWorker:
                         endpoint, context, log_name, variables, cursor, through, ids, state,
                         deadline,
                     )  # fmt: skip
-                recorded = await self._record(endpoint, done, state)
+                # Up to the horizon with no event committed since the read: nothing more to
+                # look for in this log (a later commit wakes the worker, which claims the
+                # endpoint again once this turn is over).
+                position = state.task_cursor if log_name == "task" else state.run_cursor
+                done_here = position == through and commits == self._commits
+                last = stop or (done_here and n == len(taken) - 1)
+                recorded = await self._record(endpoint, done, state, last=last)
                 if recorded is Recorded.LOST:
                     log.info(
                         "webhooks: %s was deleted or its lease lost; its messages go again",
                         endpoint.id,
                     )
-                if stop or recorded is not Recorded.COUNTED:
+                if last or recorded is not Recorded.COUNTED:
                     return  # the next turn starts from the endpoint as it is now
+                if done_here:
+                    break
 
     async def _read(
         self, context: Context, log_name: str, variables: dict[str, Any], cursor: int
