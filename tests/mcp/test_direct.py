@@ -432,8 +432,11 @@ async def test_bad_read_params_and_ids_are_answered_alike(doors: Doors, world: W
         assert direct.same_as(sdk), (body, headers, direct, sdk)
 
 
-async def _frames(at: httpx.AsyncClient, uri: str, wanted: int) -> list[bytes]:
-    """The first `wanted` SSE frames of a listen stream on `uri`, then it is closed."""
+async def _frames(
+    at: httpx.AsyncClient, uri: str, wanted: int, acknowledged: asyncio.Event
+) -> list[bytes]:
+    """The first `wanted` SSE frames of a listen stream on `uri` (`acknowledged` set after the
+    first: the stream follows from then on), then it is closed."""
     body = {
         "jsonrpc": "2.0",
         "id": "listen-1",
@@ -451,6 +454,7 @@ async def _frames(at: httpx.AsyncClient, uri: str, wanted: int) -> list[bytes]:
                 frame, buffer = buffer.split(b"\r\n\r\n", 1)
                 if not frame.startswith(b":"):  # not a ping
                     frames.append(frame)
+                    acknowledged.set()
             if len(frames) >= wanted:
                 return frames
     raise AssertionError(f"the stream ended after {frames}")
@@ -459,8 +463,13 @@ async def _frames(at: httpx.AsyncClient, uri: str, wanted: int) -> list[bytes]:
 async def test_listen_streams_write_the_sdks_frames(doors: Doors, world: World) -> None:
     task = await world.task_in(TaskState.working)
     uri = f"baton://tasks/{task.id}"
-    streams = [asyncio.create_task(_frames(at, uri, 3)) for at in (doors.direct, doors.sdk)]
-    await asyncio.sleep(1.0)  # both streams acknowledged and following
+    acknowledged = [asyncio.Event(), asyncio.Event()]
+    streams = [
+        asyncio.create_task(_frames(at, uri, 3, ack))
+        for at, ack in zip((doors.direct, doors.sdk), acknowledged, strict=True)
+    ]
+    waits = asyncio.gather(*(ack.wait() for ack in acknowledged))
+    await asyncio.wait_for(waits, 30)
     for i in range(2):
         saved = checkpoint(progress=f"step {i}")
         await world.service.save_checkpoint(world.roles["assignee"], task.id, saved)
