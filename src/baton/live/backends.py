@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +33,11 @@ log = logging.getLogger("baton.live")
 RECONNECTED = "__baton_reconnected__"
 BACKOFF_START = 0.1
 BACKOFF_MAX = 5.0
+# The PostgreSQL backend's listening sessions go by this name, so that a process can tell
+# whether any other is listening; and each says it has begun with this message.
+LISTENER_NAME = "baton-listen"
+HELLO = "__baton_hello__"
+ALONE_SECONDS = 1.0  # how long a look at the other listeners holds
 
 
 class SessionNeeded(Exception):
@@ -44,6 +50,13 @@ class PostgresBackend(BroadcastBackend):
     With `echo=False` a process does not hear its own publishes (PostgreSQL names the session
     that sent each notification): for a publisher that has already told its own readers, the
     round through the broker would only wake them again.
+
+    Without echo, a publish is only for other processes, so it is not sent while no other
+    session of this name listens (`LISTENER_NAME`, looked up at most once per `ALONE_SECONDS`):
+    a lone `baton serve` spends no NOTIFY, and no wake-up of the two backends it involves, on
+    every move. A process that begins to listen says so on each channel (`HELLO`), and a
+    process that hears another's begins to publish at once; a notice lost to the race between
+    the two costs the newcomer's readers a wait for their poll, never an event (the log is read).
 
     Both connections must be sessions of their own, never a transaction pooler's: a LISTEN
     made through one listens in whichever server session ran it, which then serves other
@@ -64,6 +77,9 @@ class PostgresBackend(BroadcastBackend):
         self._listen_lock = asyncio.Lock()
         self._reconnecting: asyncio.Task[None] | None = None
         self._closed = False
+        self._listener_pid: int | None = None
+        self._alone = False  # no other process listens (without echo: nothing to publish)
+        self._alone_until = 0.0  # the monotonic time until which `_alone` holds
 
     async def connect(self) -> None:
         self._listen = await self._open_listener()
@@ -71,7 +87,9 @@ class PostgresBackend(BroadcastBackend):
     async def _open_listener(self) -> asyncpg.Connection:
         # No statement cache: nothing here takes parameters, and through a pooler a named
         # statement would be left behind in a server session other clients get next.
-        conn = await asyncpg.connect(self._url, statement_cache_size=0)
+        conn = await asyncpg.connect(
+            self._url, statement_cache_size=0, server_settings={"application_name": LISTENER_NAME}
+        )
         try:
             pooled = await behind_pooler(conn)
         except BaseException:
@@ -86,6 +104,7 @@ class PostgresBackend(BroadcastBackend):
         conn.add_termination_listener(self._on_terminated)
         for channel in self._channels:
             await conn.add_listener(channel, self._on_notify)
+        self._listener_pid = conn.get_server_pid()
         return conn
 
     def _on_terminated(self, conn: asyncpg.Connection) -> None:
@@ -107,6 +126,7 @@ class PostgresBackend(BroadcastBackend):
             log.warning("broadcast: PostgreSQL LISTEN connection re-established")
             for channel in self._channels:
                 self._queue.put_nowait(Event(channel, RECONNECTED))
+                await self._hello(channel)
             return
 
     async def disconnect(self) -> None:
@@ -123,6 +143,16 @@ class PostgresBackend(BroadcastBackend):
         async with self._listen_lock:
             if self._listen is not None and not self._listen.is_closed():
                 await self._listen.add_listener(channel, self._on_notify)
+        await self._hello(channel)
+
+    async def _hello(self, channel: str) -> None:
+        """Tell the processes already listening on `channel` that this one listens now."""
+        if self._echo:
+            return  # it publishes everything anyway, and so does everyone it would tell
+        try:
+            await self._send(channel, HELLO)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.info("broadcast: could not say hello on %s (%s)", channel, exc)
 
     async def unsubscribe(self, channel: str) -> None:
         self._channels.discard(channel)
@@ -131,15 +161,20 @@ class PostgresBackend(BroadcastBackend):
                 await self._listen.remove_listener(channel, self._on_notify)
 
     async def publish(self, channel: str, message: Any) -> None:
+        await self._send(channel, str(message), skip_alone=not self._echo)
+
+    async def _send(self, channel: str, message: str, *, skip_alone: bool = False) -> None:
         # One NOTIFY in the simple query protocol, the values quoted in its text: a quarter
         # less of this process's CPU than `pg_notify` with parameters (no statement to look up
         # and bind), for a message sent after every commit that is not coalesced.
-        sql = f"NOTIFY {quote_identifier(channel)}, {quote_literal(str(message))}"
+        sql = f"NOTIFY {quote_identifier(channel)}, {quote_literal(message)}"
         async with self._publish_lock:
             if self._publish is None or self._publish.is_closed():
                 self._publish = await asyncpg.connect(self._url, statement_cache_size=0)
                 self._publisher_pid = self._publish.get_server_pid()
             try:
+                if skip_alone and await self._nobody_else(self._publish):
+                    return
                 await self._publish.execute(sql)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 with contextlib.suppress(Exception):
@@ -148,7 +183,27 @@ class PostgresBackend(BroadcastBackend):
                 self._publish, self._publisher_pid = None, None
                 raise
 
+    async def _nobody_else(self, conn: asyncpg.Connection) -> bool:
+        """Whether no other listening session is open on this database, as last seen."""
+        now = time.monotonic()
+        if now >= self._alone_until:
+            # Any session of the name but this process's own listener; with none of its own
+            # (not connected yet, or reconnecting), every one counts.
+            self._alone = bool(
+                await conn.fetchval(
+                    "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = "
+                    f"{quote_literal(LISTENER_NAME)} AND datname = current_database() "
+                    f"AND pid IS DISTINCT FROM {self._listener_pid or 'NULL'})"
+                )
+            )
+            self._alone_until = now + ALONE_SECONDS
+        return self._alone
+
     def _on_notify(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        if payload == HELLO:
+            if pid != self._publisher_pid:  # another process listens now: tell it everything
+                self._alone, self._alone_until = False, time.monotonic() + ALONE_SECONDS
+            return
         if pid == self._publisher_pid and not self._echo:
             return
         self._queue.put_nowait(Event(channel, payload))
