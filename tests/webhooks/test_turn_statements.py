@@ -25,10 +25,10 @@ from tests.helpers import ENGINE, World, counting_statements
 from tests.webhooks.conftest import Receiver, own_database
 from tests.webhooks.scoped import KEY, SETTINGS
 
-# The batch's read (horizon, floor and matching events in one statement) and its record (BEGIN,
-# the endpoint's row with the lease handed back, the attempts, COMMIT): no event came after the
-# read, so none is looked for, and the lease needs no statement of its own.
-TURN_STATEMENTS = 5
+# The batch's read (horizon, floor and matching events in one statement) and its record (the
+# endpoint's row with the lease handed back and the attempts, in one statement): no event came
+# after the read, so none is looked for, and the lease needs no statement of its own.
+TURN_STATEMENTS = 2
 
 
 @pytest.fixture

@@ -647,16 +647,20 @@ async def record(
     *,
     release: bool = False,
 ) -> Recorded:
-    """Write a batch's attempts and the endpoint's new state in one transaction, only while
+    """Write a batch's attempts and the endpoint's new state in one statement, only while
     `holder` still holds the lease (else nothing, LOST); with the turn's last write
     (`release`), the lease is handed back in it, not by a statement of its own. If the owner
     changed the endpoint since `seen` (its `updated_at` when the turn read it), the attempts
     are kept in its history but count for nothing (CHANGED): its failures, next try and
     enabled state stay as the change left them. A task-scoped endpoint whose task's final
     event was acknowledged (`outcome.ended`) ends either way: no change brings the task back."""
-    async with db.transaction() as conn:
-        row = await conn.fetchrow(
-            """
+    manual = [a for a in attempts if a.delivery_id is not None]
+    events = [a for a in attempts if a.delivery_id is None]
+    # One statement, so one round trip and atomic without BEGIN and COMMIT of their own: the
+    # attempts are written only with the endpoint's row (`w` is empty once the lease is lost).
+    row = await db.fetchrow(
+        """
+        WITH w AS (
             UPDATE webhook_endpoints SET
                 task_cursor = greatest(task_cursor,
                     CASE WHEN updated_at = $8 THEN $2::bigint ELSE $9::bigint END),
@@ -676,80 +680,69 @@ async def record(
                 lease_until = CASE WHEN $13::bool THEN now() ELSE lease_until END
             WHERE id = $1 AND lease_holder = $7 AND lease_until >= now()
             RETURNING updated_at = $8::timestamptz AS unchanged
-            """,
-            endpoint_id,
-            outcome.task_cursor,
-            outcome.run_cursor,
-            outcome.failures,
-            outcome.next_attempt_at,
-            outcome.disabled_reason,
-            holder,
-            seen,
-            outcome.task_cursor if outcome.task_acked is None else outcome.task_acked,
-            outcome.run_cursor if outcome.run_acked is None else outcome.run_acked,
-            outcome.ended,
-            TASK_ENDED,
-            release,
+        ),
+        manual AS (
+            UPDATE webhook_deliveries d SET
+                status = CASE WHEN a.delivered THEN 'delivered' ELSE 'failed' END,
+                attempts = d.attempts + 1, response_status = a.response_status,
+                response_body = a.response_body, duration_ms = a.duration_ms,
+                last_error = a.error, next_attempt_at = NULL, attempted_by = $7,
+                updated_at = a.at,
+                delivered_at = CASE WHEN a.delivered THEN a.at ELSE d.delivered_at END
+            FROM w, unnest($14::bigint[], $15::bool[], $16::int[], $17::text[], $18::int[],
+                           $19::text[], $20::timestamptz[])
+                AS a(id, delivered, response_status, response_body, duration_ms, error, at)
+            WHERE d.id = a.id
+        ),
+        events AS (
+            INSERT INTO webhook_deliveries AS d (endpoint_id, kind, log, event_id,
+                message_id, status, attempts, response_status, response_body, duration_ms,
+                last_error, next_attempt_at, attempted_by, created_at, updated_at,
+                delivered_at)
+            SELECT $1, 'event', a.log, a.event_id, a.message_id,
+                CASE WHEN a.delivered THEN 'delivered' ELSE 'pending' END, 1,
+                a.response_status, a.response_body, a.duration_ms, a.error,
+                -- The head's row carries the endpoint's next try while it is pending.
+                CASE WHEN NOT a.delivered AND w.unchanged THEN $5::timestamptz END, $7,
+                a.at, a.at, CASE WHEN a.delivered THEN a.at END
+            FROM w, unnest($21::text[], $22::bigint[], $23::text[], $24::bool[], $25::int[],
+                           $26::text[], $27::int[], $28::text[], $29::timestamptz[])
+                AS a(log, event_id, message_id, delivered, response_status, response_body,
+                     duration_ms, error, at)
+            ON CONFLICT (endpoint_id, log, event_id) WHERE kind = 'event' DO UPDATE SET
+                status = excluded.status, attempts = d.attempts + 1,
+                response_status = excluded.response_status,
+                response_body = excluded.response_body,
+                duration_ms = excluded.duration_ms, last_error = excluded.last_error,
+                next_attempt_at = excluded.next_attempt_at,
+                attempted_by = excluded.attempted_by, updated_at = excluded.updated_at,
+                delivered_at = excluded.delivered_at
         )
-        if row is None:
-            return Recorded.LOST
-        manual = [a for a in attempts if a.delivery_id is not None]
-        events = [a for a in attempts if a.delivery_id is None]
-        if manual:
-            await conn.execute(
-                """
-                UPDATE webhook_deliveries d SET
-                    status = CASE WHEN a.delivered THEN 'delivered' ELSE 'failed' END,
-                    attempts = d.attempts + 1, response_status = a.response_status,
-                    response_body = a.response_body, duration_ms = a.duration_ms,
-                    last_error = a.error, next_attempt_at = NULL, attempted_by = $2,
-                    updated_at = a.at,
-                    delivered_at = CASE WHEN a.delivered THEN a.at ELSE d.delivered_at END
-                FROM unnest($1::bigint[], $3::bool[], $4::int[], $5::text[], $6::int[],
-                            $7::text[], $8::timestamptz[])
-                    AS a(id, delivered, response_status, response_body, duration_ms, error, at)
-                WHERE d.id = a.id
-                """,
-                [a.delivery_id for a in manual],
-                holder,
-                *_columns(manual),
-            )
-        if events:
-            # The head's row carries the endpoint's next try while it is pending.
-            retry_at = outcome.next_attempt_at if row["unchanged"] else None
-            await conn.execute(
-                """
-                INSERT INTO webhook_deliveries AS d (endpoint_id, kind, log, event_id,
-                    message_id, status, attempts, response_status, response_body, duration_ms,
-                    last_error, next_attempt_at, attempted_by, created_at, updated_at,
-                    delivered_at)
-                SELECT $1, 'event', a.log, a.event_id, a.message_id,
-                    CASE WHEN a.delivered THEN 'delivered' ELSE 'pending' END, 1,
-                    a.response_status, a.response_body, a.duration_ms, a.error,
-                    CASE WHEN a.delivered THEN NULL ELSE $12::timestamptz END, $2, a.at, a.at,
-                    CASE WHEN a.delivered THEN a.at END
-                FROM unnest($9::text[], $10::bigint[], $11::text[], $3::bool[], $4::int[],
-                            $5::text[], $6::int[], $7::text[], $8::timestamptz[])
-                    AS a(log, event_id, message_id, delivered, response_status, response_body,
-                         duration_ms, error, at)
-                ON CONFLICT (endpoint_id, log, event_id) WHERE kind = 'event' DO UPDATE SET
-                    status = excluded.status, attempts = d.attempts + 1,
-                    response_status = excluded.response_status,
-                    response_body = excluded.response_body,
-                    duration_ms = excluded.duration_ms, last_error = excluded.last_error,
-                    next_attempt_at = excluded.next_attempt_at,
-                    attempted_by = excluded.attempted_by, updated_at = excluded.updated_at,
-                    delivered_at = excluded.delivered_at
-                """,
-                endpoint_id,
-                holder,
-                *_columns(events),
-                [a.log for a in events],
-                [a.event_id for a in events],
-                [a.message_id for a in events],
-                retry_at,
-            )
-        return Recorded.COUNTED if row["unchanged"] else Recorded.CHANGED
+        SELECT unchanged FROM w
+        """,
+        endpoint_id,
+        outcome.task_cursor,
+        outcome.run_cursor,
+        outcome.failures,
+        outcome.next_attempt_at,
+        outcome.disabled_reason,
+        holder,
+        seen,
+        outcome.task_cursor if outcome.task_acked is None else outcome.task_acked,
+        outcome.run_cursor if outcome.run_acked is None else outcome.run_acked,
+        outcome.ended,
+        TASK_ENDED,
+        release,
+        [a.delivery_id for a in manual],
+        *_columns(manual),
+        [a.log for a in events],
+        [a.event_id for a in events],
+        [a.message_id for a in events],
+        *_columns(events),
+    )
+    if row is None:
+        return Recorded.LOST
+    return Recorded.COUNTED if row["unchanged"] else Recorded.CHANGED
 
 
 def _columns(attempts: Sequence[Attempted]) -> list[list[Any]]:
