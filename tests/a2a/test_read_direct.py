@@ -18,7 +18,7 @@ from baton.store.records import TaskRecord
 from tests.a2a.conftest import A2A_VERSION
 from tests.a2a.test_send_direct import Answer, sdk_server
 from tests.conftest import LiveServer
-from tests.helpers import World
+from tests.helpers import World, agent, checkpoint
 
 __all__ = ["sdk_server"]  # the module's fixture, used here too
 
@@ -236,3 +236,11 @@ async def test_a_task_read_again_after_it_moved_is_answered_as_it_is_now(
     after = await doors.alike(get_task_corpus(task.id))
     assert after["rest"].body != before["rest"].body
     assert after["rest"].body["metadata"]["baton"]["state"] == "waiting"
+    # A checkpoint saved on the task shows at the next read too.
+    working = await world.task_in(TaskState.working)
+    before = await doors.alike(get_task_corpus(working.id))
+    saved = checkpoint(progress="Drafted the outline")
+    await world.service.save_checkpoint(agent(world.assignee), working.id, saved)
+    after = await doors.alike(get_task_corpus(working.id))
+    assert "Drafted the outline" in json.dumps(after["rest"].body)
+    assert "Drafted the outline" not in json.dumps(before["rest"].body)
