@@ -108,13 +108,19 @@ class LiveServer:
 
 
 def start_server(
-    env: dict[str, str], log: Path, *, inherit: bool = True, args: tuple[str, ...] = ()
+    env: dict[str, str],
+    log: Path,
+    *,
+    inherit: bool = True,
+    args: tuple[str, ...] = (),
+    launch: tuple[str, ...] = ("-m", "baton.cli"),
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    """Start `baton serve [args]` and wait for /readyz; `inherit=False` uses `env` alone."""
+    """Start `baton serve [args]` and wait for /readyz; `inherit=False` uses `env` alone;
+    `launch` is how Python is told to run the CLI (`-c` and code that changes something first)."""
     port = free_port()
     with log.open("wb") as out:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "baton.cli", "serve", "--port", str(port), *args],
+            [sys.executable, *launch, "serve", "--port", str(port), *args],
             env={**(os.environ if inherit else {}), "BATON_LOG_LEVEL": "warning", **env},
             stdout=out,
             stderr=subprocess.STDOUT,
