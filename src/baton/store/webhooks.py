@@ -458,20 +458,42 @@ async def due(
     owner's first, then every owner's second…). `busy` are endpoints this process is on
     already. An endpoint this process's settings may not deliver to (one saved as needing
     private addresses, or an http:// one) is left to processes that may."""
+    found, _ = await due_and_next(
+        db, busy, per_owner, limit, allow_private=allow_private, allow_http=allow_http
+    )
+    return found
+
+
+async def due_and_next(
+    db: Database,
+    busy: Sequence[str],
+    per_owner: int,
+    limit: int,
+    *,
+    allow_private: bool,
+    allow_http: bool,
+) -> tuple[list[tuple[str, str]], datetime | None]:
+    """What `due` finds, and what `next_due` says, in one round trip."""
     rows = await db.fetch(
         f"""
-        SELECT id, owner FROM (
-            SELECT w.id, w.owner, w.lease_until, row_number() OVER (
-                PARTITION BY w.owner ORDER BY w.lease_until NULLS FIRST, w.id) AS n
-            FROM webhook_endpoints w
-            WHERE {_DUE}
-              AND w.id <> ALL($1::text[])
-              AND ($4 OR w.allow_private IS NOT TRUE)
-              AND ($5 OR lower(left(w.url, 5)) <> 'http:')
-        ) ranked
-        WHERE n <= $2
-        ORDER BY n, lease_until NULLS FIRST, id
-        LIMIT $3
+        SELECT s.soonest, c.id, c.owner FROM (
+            SELECT min(next_attempt_at) AS soonest FROM webhook_endpoints
+            WHERE next_attempt_at > now()
+        ) s LEFT JOIN LATERAL (
+            SELECT id, owner, n, lease_until FROM (
+                SELECT w.id, w.owner, w.lease_until, row_number() OVER (
+                    PARTITION BY w.owner ORDER BY w.lease_until NULLS FIRST, w.id) AS n
+                FROM webhook_endpoints w
+                WHERE {_DUE}
+                  AND w.id <> ALL($1::text[])
+                  AND ($4 OR w.allow_private IS NOT TRUE)
+                  AND ($5 OR lower(left(w.url, 5)) <> 'http:')
+            ) ranked
+            WHERE n <= $2
+            ORDER BY n, lease_until NULLS FIRST, id
+            LIMIT $3
+        ) c ON TRUE
+        ORDER BY c.n, c.lease_until NULLS FIRST, c.id
         """,
         list(busy),
         per_owner,
@@ -479,7 +501,8 @@ async def due(
         allow_private,
         allow_http,
     )
-    return [(r["id"], r["owner"]) for r in rows]
+    found = [(r["id"], r["owner"]) for r in rows if r["id"] is not None]
+    return found, rows[0]["soonest"] if rows else None
 
 
 async def lease(

@@ -258,8 +258,7 @@ class DeliveryWorker:
                     else:
                         self._endpoints_exist.clear()
                 if self._endpoints_exist.is_set():
-                    await self._fill()
-                    due = await store.next_due(self.db)
+                    due = await self._fill()
                     if due is not None:
                         until = (due - datetime.now(UTC)).total_seconds()
                         wait = max(0.01, min(wait, until))
@@ -276,14 +275,16 @@ class DeliveryWorker:
                 idle = True
             self._wake.clear()
 
-    async def _fill(self) -> None:
+    async def _fill(self) -> datetime | None:
+        """Claim endpoints with work due for the free slots; when the soonest backed-off one
+        is due again (read with the candidates: one round trip)."""
         s = self.settings
         free = s.concurrency - len(self._active)
         if free <= 0:
-            return
+            return await store.next_due(self.db)
         # Each owner's candidates interleaved, enough to see every owner that could get one
         # of the free slots.
-        candidates = await store.due(
+        candidates, soonest = await store.due_and_next(
             self.db,
             list(self._active),
             s.concurrency,
@@ -293,7 +294,7 @@ class DeliveryWorker:
         )
         picked = fairness.pick(candidates, Tally(self._owners.values()), free, s.concurrency)
         if not picked:
-            return
+            return soonest
         seen = (time.monotonic(), self._changes)  # the claim reads each endpoint as it is
         claimed = await store.lease(self.db, self.holder, s.lease_seconds, picked)
         for endpoint, manual in claimed:
@@ -311,6 +312,7 @@ class DeliveryWorker:
             self._active[endpoint.id] = task
             self._owners[endpoint.id] = endpoint.owner
             task.add_done_callback(functools.partial(self._done, endpoint.id))
+        return soonest
 
     def _done(self, endpoint_id: str, _: object) -> None:
         self._active.pop(endpoint_id, None)
