@@ -414,7 +414,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--endpoints", type=int, default=20, help="webhook endpoints")
     p.add_argument("--rounds", type=int, default=3, help="delivery measurements per kind")
     p.add_argument("--database-url", default=None)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("calls", "slice", "events", "subscribers", "endpoints", "rounds"):
+        if getattr(args, name) < 1:  # a delivery with no checkpoint would wait for ever
+            p.error(f"--{name} must be at least 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,3 +32,9 @@ async def test_one_sitting_prints_every_door_in_one_table_with_its_ratio_to_its_
     for c in cells:
         float(c[2])  # a figure for every row
         assert c[4] == "n/a" or float(c[4]) >= 0, c
+
+
+def test_a_sitting_with_nothing_to_count_is_refused_at_once() -> None:
+    for flag in ("--events", "--calls", "--subscribers"):
+        with pytest.raises(SystemExit):
+            arguments([flag, "0"])
