@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +16,7 @@ import pytest
 
 from baton.access.gate import GateDecision
 from tests.a2a.conftest import A2A_VERSION
-from tests.conftest import LiveServer, free_port, stop_server
+from tests.conftest import LiveServer, start_server, stop_server
 from tests.helpers import World
 
 # `baton serve` with the door's own SendMessage turned off: the SDK's dispatchers answer it.
@@ -37,37 +31,10 @@ def sdk_server(
     database_url: str, live_server: LiveServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     log = tmp_path_factory.mktemp("serve-sdk") / "serve.log"
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-c", THROUGH_SDK, "serve", "--port", str(port)],
-            env={
-                **os.environ,
-                "BATON_LOG_LEVEL": "warning",
-                "BATON_DATABASE_URL": database_url,
-            },
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    _wait_ready(url, process, log)
+    env = {"BATON_DATABASE_URL": database_url}
+    url, process = start_server(env, log, launch=("-c", THROUGH_SDK))
     yield LiveServer(url, live_server.db, process)
     stop_server(process)
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"baton serve exited: {log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"baton serve did not become ready: {log.read_text()}")
 
 
 @dataclass(frozen=True)
