@@ -36,11 +36,16 @@ class Tap:
 
     def __init__(self) -> None:
         self.heard: list[str] = []
+        self.arrived = asyncio.Event()
         self.conn: asyncpg.Connection | None = None
 
     async def open(self, url: str) -> None:
         self.conn = await asyncpg.connect(url)
-        await self.conn.add_listener(CHANNEL, lambda *a: self.heard.append(a[3]))
+        await self.conn.add_listener(CHANNEL, self._heard)
+
+    def _heard(self, *notification: object) -> None:
+        self.heard.append(str(notification[3]))
+        self.arrived.set()
 
     async def close(self) -> None:
         assert self.conn is not None
@@ -64,6 +69,7 @@ async def test_a_lone_process_sends_nothing_and_begins_once_another_says_hello(
     try:
         assert await asyncio.wait_for(first_hello(tap), 5) == "__baton_hello__"  # its own
         tap.heard.clear()
+        tap.arrived.clear()
         for n in range(5):
             await first.publish(CHANNEL, str(n))
         await asyncio.sleep(0.2)
@@ -84,8 +90,7 @@ async def test_a_lone_process_sends_nothing_and_begins_once_another_says_hello(
 
 
 async def first_hello(tap: Tap) -> str:
-    while not tap.heard:
-        await asyncio.sleep(0.01)
+    await tap.arrived.wait()
     return tap.heard[0]
 
 
