@@ -9,7 +9,6 @@ import time
 
 from baton.services.task_webhooks import TURN_TRUSTS_SECONDS
 from baton.store import webhooks as store
-from baton.webhooks.worker import RECHECK_SECONDS
 from tests.conftest import LiveServer
 from tests.helpers import World
 from tests.webhooks.conftest import Receiver, create_endpoint, graphql, token_for
@@ -17,10 +16,6 @@ from tests.webhooks.test_changes import owner, queued, update
 from tests.webhooks.test_delivery import eventually
 
 DELETE = """mutation($id: ID!) { deleteWebhookEndpoint(input: {id: $id}) { __typename } }"""
-
-
-def test_the_worker_looks_again_within_what_a_change_waits() -> None:
-    assert 0 < RECHECK_SECONDS <= TURN_TRUSTS_SECONDS
 
 
 async def test_a_change_to_an_endpoint_a_turn_holds_waits_out_the_turns_trust(

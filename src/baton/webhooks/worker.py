@@ -43,7 +43,7 @@ within `RECHECK_SECONDS` of the claim or of the last check, with no change made 
 goes without asking the database again (a round trip was a tenth of a message's CPU). So a
 change made through another process holds from the first message `RECHECK_SECONDS` after it
 at the latest, and such a change to an endpoint a turn holds answers only after
-`TURN_TRUSTS_SECONDS`, at least as long (`baton.services.task_webhooks`): once it has answered,
+`TURN_TRUSTS_SECONDS`, the same time (`baton.services.task_webhooks`): once it has answered,
 nothing more goes out as the endpoint was.
 
 Bounded: at most `concurrency` endpoints per process at once, shared between owners
@@ -83,7 +83,7 @@ from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.metrics import REGISTRY
 from baton.protocol.handoff import HANDOFF
 from baton.services.context import Context
-from baton.services.task_webhooks import opened
+from baton.services.task_webhooks import TURN_TRUSTS_SECONDS, opened
 from baton.services.webhook_addresses import Policy, Refused, parse
 from baton.services.webhook_secrets import SecretBox, SecretUnavailable
 from baton.store import webhooks as store
@@ -107,7 +107,8 @@ log = logging.getLogger("baton.webhooks")
 BATCH = 100  # events per turn of one endpoint
 MARGIN_SECONDS = 3.0  # an attempt starts only with this much lease left after its timeout
 STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
-RECHECK_SECONDS = 0.1  # how long a turn trusts its last look at its endpoint (see above)
+# How long a turn trusts its last look at its endpoint: what a change to a held one waits out.
+RECHECK_SECONDS = TURN_TRUSTS_SECONDS
 PRUNE_SECONDS = 60.0
 KEPT_RENDERS = 4096  # rendered events kept for the next endpoint of the same owner and filter
 
