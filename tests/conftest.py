@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -28,9 +27,9 @@ from baton.access.principals import Principal
 from baton.access.tokens import create_token
 from baton.services.tasks import TaskService
 from baton.store import migrate
-from baton.store.db import Database, create_engine, libpq_url
-from baton.store.embedded import create_database, start_embedded, stop_embedded
-from tests.helpers import World
+from baton.store.db import Database, create_engine
+from baton.store.embedded import start_embedded, stop_embedded
+from tests.helpers import World, fresh_database
 
 
 @pytest.fixture(scope="session")
@@ -47,14 +46,8 @@ def server_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 async def database_url(server_url: str) -> AsyncIterator[str]:
-    name = f"baton_test_{os.getpid()}_{secrets.token_hex(3)}"
-    url = await create_database(server_url, name)
-    yield url
-    conn = await asyncpg.connect(libpq_url(server_url))
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(server_url, "baton_test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -10,6 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import uvicorn
 
 from baton.access.gate import GateDecision
@@ -24,8 +26,30 @@ from baton.protocol.task_object import task_id_for
 from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.tasks import HandOff, MoveArgs, TaskService
-from baton.store.db import Database
+from baton.store.db import Database, libpq_url
+from baton.store.embedded import create_database
 from baton.store.records import TaskRecord
+
+
+async def drop_database(server_url: str, name: str) -> None:
+    """Drop database `name` from `server_url`, whoever is still connected to it."""
+    conn = await asyncpg.connect(libpq_url(server_url))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def fresh_database(server_url: str, prefix: str) -> AsyncIterator[str]:
+    """The URL of a new, empty database `<prefix>_<pid>_<random>` on `server_url`, dropped
+    afterwards."""
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+    url = await create_database(server_url, name)
+    try:
+        yield url
+    finally:
+        await drop_database(server_url, name)
 
 
 def task_id_of(requester: str, client_id: str) -> str:

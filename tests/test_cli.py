@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from baton.settings import VARIABLES
 from baton.store.db import libpq_url
 from baton.store.embedded import create_database
+from tests.helpers import drop_database
 
 
 def baton(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -270,8 +271,4 @@ async def test_token_create_refuses_a_database_url_no_server_has_used(server_url
         assert created.returncode == 0, created.stderr
         assert created.stdout.startswith("baton_")
     finally:
-        conn = await asyncpg.connect(libpq_url(server_url))
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
+        await drop_database(server_url, name)

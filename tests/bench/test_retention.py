@@ -4,7 +4,6 @@ day written after the seeded one, and the report's tables. The load (wrk) is not
 from __future__ import annotations
 
 import argparse
-import secrets
 from collections.abc import AsyncIterator
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
@@ -12,23 +11,17 @@ import pytest
 
 from baton.store import migrate
 from baton.store.db import Database, libpq_url
-from baton.store.embedded import create_database
 from bench import retention as bench
+from tests.helpers import fresh_database
 
 EVENTS, DAYS = 3000, 3
 
 
 @pytest.fixture(scope="module")
 async def url(server_url: str) -> AsyncIterator[str]:
-    name = f"baton_bench_retention_{secrets.token_hex(4)}"
-    found = await create_database(server_url, name)
-    await migrate.upgrade_url(found)
-    yield found
-    conn = await asyncpg.connect(libpq_url(server_url))
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(server_url, "baton_bench_retention") as found:
+        await migrate.upgrade_url(found)
+        yield found
 
 
 async def test_a_seeded_day_is_removed_exactly_and_the_report_says_so(url: str) -> None:

@@ -6,7 +6,6 @@ server is listening there."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator
 
 import asyncpg  # type: ignore[import-untyped]
@@ -14,21 +13,15 @@ import pytest
 
 from baton.live.backends import ALONE_SECONDS, PostgresBackend
 from baton.store.db import libpq_url
-from baton.store.embedded import create_database
+from tests.helpers import fresh_database
 
 CHANNEL = "baton_test_lone"
 
 
 @pytest.fixture
 async def own_database(server_url: str) -> AsyncIterator[str]:
-    name = f"baton_test_lone_{secrets.token_hex(4)}"
-    url = libpq_url(await create_database(server_url, name))
-    yield url
-    conn = await asyncpg.connect(libpq_url(server_url))
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(server_url, "baton_test_lone") as url:
+        yield libpq_url(url)
 
 
 class Tap:

@@ -5,38 +5,29 @@ the session's database."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from baton.services.retention import Retention, Swept
 from baton.services.runs import RunService
 from baton.services.tasks import TaskService
 from baton.store import migrate
-from baton.store.db import Database, create_engine, libpq_url
-from baton.store.embedded import create_database
-from tests.helpers import World
+from baton.store.db import Database, create_engine
+from tests.helpers import World, fresh_database
 
 DAY = timedelta(days=1)
 
 
 @pytest.fixture(scope="module")
 async def own_url(server_url: str) -> AsyncIterator[str]:
-    name = f"baton_retention_{secrets.token_hex(4)}"
-    url = await create_database(server_url, name)
-    engine = create_engine(url)
-    await migrate.upgrade(engine)
-    await engine.dispose()
-    yield url
-    conn = await asyncpg.connect(libpq_url(server_url))
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(server_url, "baton_retention") as url:
+        engine = create_engine(url)
+        await migrate.upgrade(engine)
+        await engine.dispose()
+        yield url
 
 
 @pytest.fixture(scope="module")

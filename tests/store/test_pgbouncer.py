@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +22,7 @@ from baton.protocol.handoff import TaskState
 from baton.services.tasks import TaskService
 from baton.store import migrate
 from baton.store.db import Database, libpq_url, probe_pooler
-from baton.store.embedded import create_database
+from tests import helpers
 from tests.helpers import World
 from tests.pgbouncer import pgbouncer_in_front
 
@@ -46,14 +45,8 @@ def few_sessions(server_url: str) -> Iterator[PgBouncer]:
 @pytest.fixture
 async def fresh_database(server_url: str) -> AsyncIterator[str]:
     """A new, empty database of its own (no migration applied)."""
-    name = f"baton_pgb_{os.getpid()}_{secrets.token_hex(3)}"
-    url = await create_database(server_url, name)
-    yield url
-    conn = await asyncpg.connect(libpq_url(server_url))
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with helpers.fresh_database(server_url, "baton_pgb") as url:
+        yield url
 
 
 async def prepared_statements(url: str) -> list[str]:

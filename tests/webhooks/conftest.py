@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import secrets
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
@@ -14,7 +12,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -25,10 +22,9 @@ from starlette.routing import Route
 from baton.access.principals import Principal
 from baton.services.tasks import TaskService
 from baton.store import migrate
-from baton.store.db import Database, libpq_url
-from baton.store.embedded import create_database
+from baton.store.db import Database
 from tests.conftest import LiveServer, start_server, stop_server
-from tests.helpers import World, uvicorn_serving
+from tests.helpers import World, fresh_database, uvicorn_serving
 
 # Short delays so retries and leases play out within a test.
 FAST = {
@@ -121,19 +117,13 @@ async def own_database(server_url: str) -> AsyncIterator[tuple[str, Database]]:
     """A fresh, migrated database of its own. Every `baton serve` on a database delivers its
     endpoints: webhook tests keep theirs apart from the other tests' servers (whose settings
     refuse the receiver's loopback address) and from each other's."""
-    name = f"baton_wh_{os.getpid()}_{secrets.token_hex(3)}"
-    url = await create_database(server_url, name)
-    await migrate.upgrade_url(url)
-    db = await Database.connect(url, min_size=1, max_size=4)
-    try:
-        yield url, db
-    finally:
-        await db.close()
-        conn = await asyncpg.connect(libpq_url(server_url))
+    async with fresh_database(server_url, "baton_wh") as url:
+        await migrate.upgrade_url(url)
+        db = await Database.connect(url, min_size=1, max_size=4)
         try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            yield url, db
         finally:
-            await conn.close()
+            await db.close()
 
 
 @pytest.fixture(scope="session")
