@@ -187,8 +187,8 @@ class PostgresBackend(BroadcastBackend):
         """Whether no other listening session is open on this database, as last seen."""
         now = time.monotonic()
         if now >= self._alone_until:
-            # Any session of the name but this process's own listener; with none of its own
-            # (not connected yet, or reconnecting), every one counts.
+            # Any session of the name but this process's own listener (while that one is being
+            # re-opened, its old id names no session); with none yet, every one counts.
             self._alone = bool(
                 await conn.fetchval(
                     "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = "
