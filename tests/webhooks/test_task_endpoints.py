@@ -146,7 +146,9 @@ async def test_a_config_gets_its_tasks_events_with_its_token_until_the_final_one
     assert not done.enabled and done.disabled_reason == TASK_ENDED
     assert done.failures == 0
     # An ended config is not due, whatever the log holds after it.
-    due = await store.due(running.db, [], 100, 1000, allow_private=True, allow_http=True)
+    due, _ = await store.due_and_next(
+        running.db, [], 100, 1000, allow_private=True, allow_http=True
+    )
     assert made.id not in {id for id, _ in due}
 
 
@@ -217,7 +219,9 @@ async def test_a_config_made_for_a_task_that_ended_sends_nothing(
         owner(world.req_owner), task.id, config_id="late", url=receiver.at("/late")
     )
     assert made.ended and made.disabled_reason == TASK_ENDED
-    due = await store.due(running.db, [], 100, 1000, allow_private=True, allow_http=True)
+    due, _ = await store.due_and_next(
+        running.db, [], 100, 1000, allow_private=True, allow_http=True
+    )
     assert made.id not in {id for id, _ in due}
     # Made again, it stays ended: the task cannot come back.
     again = await running.webhooks.create_for_task(

@@ -443,27 +443,6 @@ _DUE = f"""
 """
 
 
-async def due(
-    db: Database,
-    busy: Sequence[str],
-    per_owner: int,
-    limit: int,
-    *,
-    allow_private: bool,
-    allow_http: bool,
-) -> list[tuple[str, str]]:
-    """Endpoints with work due that no process holds, as (id, owner): a ping or redelivery
-    waiting, or (enabled) events past a cursor of a log it takes, and not backing off. Each
-    owner's at most `per_owner`, least recently worked on first; owners interleaved (every
-    owner's first, then every owner's second…). `busy` are endpoints this process is on
-    already. An endpoint this process's settings may not deliver to (one saved as needing
-    private addresses, or an http:// one) is left to processes that may."""
-    found, _ = await due_and_next(
-        db, busy, per_owner, limit, allow_private=allow_private, allow_http=allow_http
-    )
-    return found
-
-
 async def due_and_next(
     db: Database,
     busy: Sequence[str],
@@ -473,7 +452,13 @@ async def due_and_next(
     allow_private: bool,
     allow_http: bool,
 ) -> tuple[list[tuple[str, str]], datetime | None]:
-    """What `due` finds, and what `next_due` says, in one round trip."""
+    """Endpoints with work due that no process holds, as (id, owner): a ping or redelivery
+    waiting, or (enabled) events past a cursor of a log it takes, and not backing off. Each
+    owner's at most `per_owner`, least recently worked on first; owners interleaved (every
+    owner's first, then every owner's second…). `busy` are endpoints this process is on
+    already. An endpoint this process's settings may not deliver to (one saved as needing
+    private addresses, or an http:// one) is left to processes that may. With them, in the
+    same round trip, the soonest retry still to come (what `next_due` says)."""
     rows = await db.fetch(
         f"""
         SELECT s.soonest, c.id, c.owner FROM (
