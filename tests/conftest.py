@@ -7,6 +7,7 @@ unique owner names (see `world`), so nothing is truncated between them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -19,6 +20,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,6 +32,41 @@ from baton.store import migrate
 from baton.store.db import Database, create_engine
 from baton.store.embedded import start_embedded, stop_embedded
 from tests.helpers import World, fresh_database
+
+if TYPE_CHECKING:
+    from tests.live.cluster import RedisProcess
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A Redis server of the test's own (skipped, or failed under CI, without redis-server)."""
+    from tests.live.cluster import REDIS_SERVER, RedisProcess  # it imports this module
+    from tests.tools import missing
+
+    if REDIS_SERVER is None:
+        missing("redis-server", "apt-get install redis-server")
+    process = RedisProcess(tmp_path)
+    process.start()
+    yield process
+    process.stop()
+
+
+@contextlib.contextmanager
+def through_sdk(
+    module: str, door: str, database_url: str, db: Database, log: Path
+) -> Iterator[LiveServer]:
+    """`baton serve` on `database_url` with `module`'s `door` answering nothing itself
+    (`direct = False`): the protocol SDK's dispatchers answer every request, for tests that
+    hold the door's own answers to theirs."""
+    code = (
+        f"import runpy, {module} as door; door.{door}.direct = False; "
+        "runpy.run_module('baton.cli', run_name='__main__')"
+    )
+    url, process = start_server({"BATON_DATABASE_URL": database_url}, log, launch=("-c", code))
+    try:
+        yield LiveServer(url, db, process)
+    finally:
+        stop_server(process)
 
 
 @pytest.fixture(scope="session")

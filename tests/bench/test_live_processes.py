@@ -6,24 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from bench.live_delivery import main_async, parse_args
 
-from tests.live.cluster import REDIS_SERVER, RedisProcess
-from tests.tools import missing
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    if REDIS_SERVER is None:
-        missing("redis-server", "apt-get install redis-server")
-    process = RedisProcess(tmp_path)
-    process.start()
-    yield process
-    process.stop()
+from tests.live.cluster import RedisProcess
 
 
 async def test_two_server_processes_deliver_every_event_once_in_order(

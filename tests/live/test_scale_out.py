@@ -22,13 +22,11 @@ from baton.store.embedded import create_database, start_embedded
 from tests.helpers import agent, mint
 from tests.live.client import TASK_EVENTS, HTTPClient, WSClient, hand_off_via, move_mutation
 from tests.live.cluster import (
-    REDIS_SERVER,
     Cluster,
     RedisProcess,
     restart_embedded_postgres,
     stop_embedded_postgres,
 )
-from tests.tools import missing
 
 # Long enough that delivery within a test can only come from a broadcast wake-up.
 NO_POLLING = {"BATON_POLL_SECONDS": "120"}
@@ -52,16 +50,6 @@ async def own_database(pg_dir: Path) -> AsyncIterator[tuple[str, AsyncEngine]]:
     await migrate.upgrade(engine)
     yield url, engine
     await engine.dispose()
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    if REDIS_SERVER is None:
-        missing("redis-server", "apt-get install redis-server")
-    process = RedisProcess(tmp_path)
-    process.start()
-    yield process
-    process.stop()
 
 
 class Scenario:
