@@ -16,14 +16,8 @@ import pytest
 
 from baton.access.gate import GateDecision
 from tests.a2a.conftest import A2A_VERSION
-from tests.conftest import LiveServer, start_server, stop_server
+from tests.conftest import LiveServer, through_sdk
 from tests.helpers import World
-
-# `baton serve` with the door's own SendMessage turned off: the SDK's dispatchers answer it.
-THROUGH_SDK = (
-    "import runpy, baton.a2a.http as door; door.A2ADoor.direct = False; "
-    "runpy.run_module('baton.cli', run_name='__main__')"
-)
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +25,8 @@ def sdk_server(
     database_url: str, live_server: LiveServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     log = tmp_path_factory.mktemp("serve-sdk") / "serve.log"
-    env = {"BATON_DATABASE_URL": database_url}
-    url, process = start_server(env, log, launch=("-c", THROUGH_SDK))
-    yield LiveServer(url, live_server.db, process)
-    stop_server(process)
+    with through_sdk("baton.a2a.http", "A2ADoor", database_url, live_server.db, log) as server:
+        yield server
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,10 @@ import pytest
 from mcp.shared.inbound import encode_header_value
 
 from baton.protocol.handoff import TaskState
-from tests.conftest import LiveServer, start_server, stop_server
+from tests.conftest import LiveServer, through_sdk
 from tests.helpers import World, checkpoint
 from tests.mcp import raw
 
-# `baton serve` with the door's own answer turned off: the SDK answers every request.
-THROUGH_SDK = (
-    "import runpy, baton.mcp.http as door; door.MCPDoor.direct = False; "
-    "runpy.run_module('baton.cli', run_name='__main__')"
-)
 HEADERS = {
     "Accept": "application/json, text/event-stream",
     "Content-Type": "application/json",
@@ -41,10 +36,8 @@ def sdk_server(
     database_url: str, live_server: LiveServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     log = tmp_path_factory.mktemp("serve-sdk") / "serve.log"
-    env = {"BATON_DATABASE_URL": database_url}
-    url, process = start_server(env, log, launch=("-c", THROUGH_SDK))
-    yield LiveServer(url, live_server.db, process)
-    stop_server(process)
+    with through_sdk("baton.mcp.http", "MCPDoor", database_url, live_server.db, log) as server:
+        yield server
 
 
 @dataclass(frozen=True)
