@@ -1,14 +1,23 @@
 """The corked HTTP connection: writes within one turn of the loop leave as one write, in
-order, and nothing waiting is lost when the connection closes or upgrades."""
+order, and nothing waiting is lost when the connection closes or upgrades; a streamed answer's
+chunks written past `send` (`write_chunk`) land in their own answer, in order, and only while
+they may."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from baton.web.http_connection import MAX_WAITING, CorkedHttpToolsProtocol, CorkedTransport
+from baton.web.http_connection import (
+    CYCLE_KEY,
+    MAX_WAITING,
+    CorkedHttpToolsProtocol,
+    CorkedTransport,
+    write_chunk,
+)
 from tests.helpers import uvicorn_serving
 
 
@@ -111,3 +120,94 @@ async def test_keep_alive_answers_arrive_whole_and_in_order(server: int) -> None
     assert answers == [b"1\r\na\r\n1\r\nb\r\n0\r\n\r\n"] * 3
     writer.close()
     await writer.wait_closed()
+
+
+async def test_chunks_written_past_send_keep_their_answer_and_order() -> None:
+    wrote: list[bool] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cycle = scope[CYCLE_KEY]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        wrote.append(write_chunk(cycle, b"a"))
+        wrote.append(write_chunk(cycle, b"bb"))
+        await send({"type": "http.response.body", "body": b"c", "more_body": True})
+        await asyncio.sleep(0)  # the client took it: the writer is not paused
+        wrote.append(write_chunk(cycle, scope["path"].encode()))
+        await send({"type": "http.response.body", "body": b"e"})
+
+    async with uvicorn_serving(app, http=CorkedHttpToolsProtocol) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        # Pipelined: each answer's chunks go into that answer, whatever the connection's
+        # latest request.
+        writer.write(b"".join(f"GET /{n} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for n in range(3)))
+        for n in range(3):
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert b"transfer-encoding: chunked" in head
+            body = await reader.readuntil(b"0\r\n\r\n")
+            assert body == b"1\r\na\r\n2\r\nbb\r\n1\r\nc\r\n2\r\n/%d\r\n1\r\ne\r\n0\r\n\r\n" % n
+        writer.close()
+        await writer.wait_closed()
+    assert wrote == [True] * 9
+
+
+async def test_write_chunk_declines_where_send_must_answer() -> None:
+    declined: dict[str, bool] = {}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cycle = scope[CYCLE_KEY]
+        path = scope["path"]
+        declined[f"{path} before the head"] = not write_chunk(cycle, b"x")
+        headers = [(b"content-length", b"1")] if path == "/sized" else []
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        declined[f"{path} empty"] = not write_chunk(cycle, b"")
+        declined[f"{path} body"] = not write_chunk(cycle, b"y")
+        await send({"type": "http.response.body", "body": b"z"})
+        declined[f"{path} after the end"] = not write_chunk(cycle, b"w")
+
+    async with uvicorn_serving(app, http=CorkedHttpToolsProtocol) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /sized HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b"content-length: 1" in head and await reader.readexactly(1) == b"z"
+        writer.write(b"HEAD /head HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"200 OK" in await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"GET /chunked HTTP/1.1\r\nHost: x\r\n\r\n")
+        await reader.readuntil(b"\r\n\r\n")
+        assert await reader.readuntil(b"0\r\n\r\n") == b"1\r\ny\r\n1\r\nz\r\n0\r\n\r\n"
+        writer.close()
+        await writer.wait_closed()
+    assert declined.pop("/chunked body") is False  # the one case it writes
+    assert all(declined.values()), declined
+    assert len(declined) == 11
+
+
+async def test_write_chunk_declines_while_the_client_is_behind() -> None:
+    answers: list[bool] = []
+    big = b"x" * (16 * 1024 * 1024)  # more than the socket buffers hold
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cycle = scope[CYCLE_KEY]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        write = asyncio.create_task(
+            send({"type": "http.response.body", "body": big, "more_body": True})
+        )
+        for _ in range(5):
+            await asyncio.sleep(0)
+        answers.append(write_chunk(cycle, b"behind"))  # the client has not read
+        await write
+        # `send` waits until the client has taken what was written: then a chunk may go.
+        await send({"type": "http.response.body", "body": b"", "more_body": True})
+        answers.append(write_chunk(cycle, b"caught up"))
+        await send({"type": "http.response.body", "body": b""})
+
+    async with uvicorn_serving(app, http=CorkedHttpToolsProtocol) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**25)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(0.2)  # the server meets a full socket
+        body = await reader.readuntil(b"0\r\n\r\n")
+        assert body.endswith(b"\r\n9\r\ncaught up\r\n0\r\n\r\n")
+        assert b"behind" not in body
+        writer.close()
+        await writer.wait_closed()
+    assert answers == [False, True]

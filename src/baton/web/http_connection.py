@@ -9,6 +9,12 @@ system call. A write that waits holds its bytes for that one turn only (64 KiB a
 close sends what waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands
 the socket's own transport to the WebSocket connection.
 
+A streamed answer's body (an event stream's events) may skip the ASGI `send` chain, whose
+layers (uvicorn's, the front door's, any middleware's) each cost a coroutine per event:
+`write_chunk` writes a chunk of it as uvicorn would, onto the same corked transport, while the
+answer is under way, chunked and its client keeping up; otherwise it declines and the caller
+sends the ordinary way.
+
 Each connection keeps an `Account` of what it holds for its client (`baton.web.outbound`), in
 the scope of every request it serves. Its transport pauses the writer as soon as anything is
 left unsent and resumes it when nothing is (uvicorn's flow control at a high-water mark of 0):
@@ -22,7 +28,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from baton.web.outbound import SCOPE_KEY, Account, Accounted
 
@@ -30,6 +36,8 @@ from baton.web.outbound import SCOPE_KEY, Account, Accounted
 # writes a large body without yielding fills the socket's buffer (and meets uvicorn's flow
 # control) as it did before, not this one.
 MAX_WAITING = 64 * 1024
+# The request's own uvicorn cycle, in its ASGI scope (`write_chunk`).
+CYCLE_KEY = "baton.cycle"
 
 
 class CorkedTransport(asyncio.Transport):
@@ -135,6 +143,13 @@ class CorkedHttpToolsProtocol(Accounted, HttpToolsProtocol):
         super().on_message_begin()
         self.scope[SCOPE_KEY] = self.account  # type: ignore[literal-required]
 
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        cycle = self.cycle
+        # The scope is this request's alone; a pipelined request gets a cycle of its own.
+        if cycle is not None and cycle.scope is self.scope:
+            self.scope[CYCLE_KEY] = cycle  # type: ignore[literal-required]
+
     def handle_websocket_upgrade(self) -> None:
         corked = self.transport
         if isinstance(corked, CorkedTransport):
@@ -142,3 +157,23 @@ class CorkedHttpToolsProtocol(Accounted, HttpToolsProtocol):
             self.transport = corked.transport
         self.account.close()  # the WebSocket connection keeps its own
         super().handle_websocket_upgrade()
+
+
+def write_chunk(cycle: RequestResponseCycle | None, body: bytes) -> bool:
+    """Write `body` as the next chunk of `cycle`'s answer, as uvicorn's `send` would, when it
+    may go now: the head is out, the answer is chunked and not over, and the client has taken
+    everything before (the writer is not paused). False: nothing written; send it the ordinary
+    way, which waits for the client. Never the last chunk: the end of the answer goes through
+    `send`, which closes the cycle."""
+    if (
+        cycle is None
+        or not body
+        or not cycle.response_started
+        or cycle.response_complete
+        or not cycle.chunked_encoding
+        or cycle.disconnected
+        or cycle.flow.write_paused
+    ):
+        return False
+    cycle.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+    return True
