@@ -37,7 +37,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextvars import Context
 from dataclasses import dataclass
 from functools import partial
@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 from graphql import OperationType
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
@@ -69,6 +69,7 @@ from baton.web.graphql_http import (
 from baton.web.metered import graphql_envelope, send_refusal
 from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer, carry
 from baton.web.revocation import TokenWatch
+from baton.web.send_now import Waiting, finish_send, send_now
 from baton.web.sse_protocol import COMPLETE, HEADERS, KEEP_ALIVE, accepts, next_event
 
 log = logging.getLogger("baton.sse")
@@ -367,7 +368,7 @@ class _Stream:
         if self.serving and self.flusher is None and not self.frames:
             message = {"type": "http.response.body", "body": frame, "more_body": not last}
             try:
-                waiting = _send_now(self.send, message)
+                waiting = send_now(self.send, message)
             except Exception:  # never into the caller: a producer, the keep-alive, the sweep
                 log.exception("writing an event stream failed")
                 self.over.set()
@@ -414,13 +415,13 @@ class _Stream:
             self.sent_all.set()
             self.over.set()
 
-    async def _flush(self, waiting: _Waiting | None, *, last: bool, held: int = 0) -> None:
+    async def _flush(self, waiting: Waiting | None, *, last: bool, held: int = 0) -> None:
         """Finish a write the client was slow to take (`held` of its bytes counted in
         `account`), then write what was queued meanwhile (all of it in one write each time)
         until nothing waits."""
         try:
             if waiting is not None:
-                await self._counted(_finish(*waiting), held)
+                await self._counted(finish_send(*waiting), held)
                 self._written(last)
             # Nothing goes after the end of the body, not even a revocation queued meanwhile.
             while self.frames and not self.sent_all.is_set():
@@ -505,39 +506,6 @@ async def _produce(stream: _Stream, source: AsyncGenerator[Outcome, None]) -> No
         stream.write(next_event(INTERNAL) + COMPLETE, last=True)
     finally:
         await source.aclose()
-
-
-# A write that had to wait: its steps, and what it waits on.
-_Waiting = tuple[Generator[Any, None, None], Any]
-
-
-def _send_now(send: Send, message: Message) -> _Waiting | None:
-    """Run `send(message)` in the caller until it would wait (None: it did not). Most writes
-    never wait, and a task per write would cost every stream a switch per event: at 10,000
-    subscribers the events reached them twice as late (bench.live_delivery)."""
-    steps = send(message).__await__()
-    try:
-        return steps, steps.send(None)
-    except StopIteration:
-        return None
-
-
-async def _finish(steps: Generator[Any, None, None], waiting: Any) -> None:
-    """Go on with a write `_send_now` began, as a task would: wait for what it waits on, then
-    resume it, until it returns."""
-    try:
-        while True:
-            if asyncio.isfuture(waiting):
-                await asyncio.wait((waiting,))
-            else:  # a bare yield: one turn of the loop
-                await asyncio.sleep(0)
-            try:
-                waiting = steps.send(None)
-            except StopIteration:
-                return
-    except BaseException:
-        steps.close()
-        raise
 
 
 async def _disconnected(receive: Receive) -> None:
