@@ -12,7 +12,8 @@ tools call, with the caller's `Context`.
 - **CancelTask**: the `cancelTask` move; a cancelled task answers as it is (cancel is
   idempotent), another final one `TaskNotCancelableError`.
 - **Streams** (`frames_*`): the Task, then each event's updates in order from the event log,
-  closing at a final state; each with the id a client resumes after (`Frame`).
+  closing at a final state; each with the id a client resumes after (`Frame`). Live updates
+  go to the door's sink past the stream's task while it waits (`_Following`).
 - **Push notification configs**: `baton.a2a.push`.
 """
 
@@ -64,6 +65,7 @@ from baton.access.principals import Principal
 from baton.engine.limits import DEFAULT_LIMITS
 from baton.errors import BatonError, InvalidInput, NotFound
 from baton.live.filters import EventFilter
+from baton.live.streams import Passing, Pushable, Sink
 from baton.metrics import MOVES, count
 from baton.protocol.handoff import HANDOFF, MUTATIONS, MoveName, TaskState
 from baton.services import task_contexts
@@ -492,7 +494,7 @@ class BatonHandler(RequestHandler):
             task = await self._visible(call, ctx, task.id)
         return task, newest
 
-    async def _follow(
+    def _follow(
         self,
         call: Call,
         ctx: Context,
@@ -501,10 +503,22 @@ class BatonHandler(RequestHandler):
         context_id: str,
         after: int,
         seen: int | None,
-    ) -> AsyncGenerator[Frame, None]:
+    ) -> Passing[Frame]:
         """`first` (the Task) with id `after`, then the updates of the task's events after
         it (with `seen`, event `after`'s own updates after that index first), until a final
-        state."""
+        state. Live updates may be pushed past the stream's consumer (`_Following`)."""
+        following = _Following(context_id, after, seen)
+        return Passing(self._frames(call, ctx, task, first, following), following)
+
+    async def _frames(
+        self,
+        call: Call,
+        ctx: Context,
+        task: TaskRecord,
+        first: Task | None,
+        following: _Following,
+    ) -> AsyncGenerator[Frame, None]:
+        after, seen, context_id = following.after, following.seen, following.context_id
         if first is not None:
             yield Frame(str(after), StreamResponse(task=first))
             if HANDOFF.is_terminal(task.state):
@@ -513,7 +527,8 @@ class BatonHandler(RequestHandler):
         where = EventFilter(task_ids=frozenset({task.id}))
         # One task's events go only with the task: a cursor below the log's floor (other
         # tasks removed since) still resumes it.
-        stream = _closable(ctx.events.stream(call.principal, where, cursor, expires=False))
+        stream = ctx.events.stream(call.principal, where, cursor, expires=False)
+        following.follow(stream)
         try:
             async with contextlib.aclosing(stream):
                 async for event in stream:
@@ -590,6 +605,48 @@ class BatonHandler(RequestHandler):
             "Baton's cards are public and whole: there is no extended card",
             data={"code": "not_found"},
         )
+
+
+class _Following:
+    """A followed task's live updates, pushed past the stream's consumer (`baton.live.streams`):
+    the door's sink of frames (`push_to`), put on the hub's stream of the task's events as a
+    sink of events once `_frames` opens it, after the Task frame (so the door's sink most
+    often comes first, and either order works). While the stream's task waits with nothing
+    queued, the hub hands a live event here, and each of its frames (`frames.of`, made once
+    for every stream) goes to the door's sink at once. An event of a final state is not taken:
+    it goes the ordinary way, through `_frames`, which ends the stream after its updates."""
+
+    __slots__ = ("after", "context_id", "events", "seen", "sink")
+
+    def __init__(self, context_id: str, after: int, seen: int | None) -> None:
+        self.context_id = context_id
+        self.after = after
+        self.seen = seen
+        self.sink: Sink[Frame] | None = None
+        self.events: Pushable[EventRecord] | None = None
+
+    def push_to(self, sink: Sink[Frame]) -> None:
+        self.sink = sink
+        if self.events is not None:
+            self.events.push_to(self._push)
+
+    def follow(self, events: Pushable[EventRecord]) -> None:
+        self.events = events
+        if self.sink is not None:
+            events.push_to(self._push)
+
+    def _push(self, event: EventRecord) -> bool:
+        sink = self.sink
+        if sink is None or HANDOFF.is_terminal(event.task.state):
+            return False
+        if self.seen is not None and event.id <= self.after:
+            # Never reached: the hub replays event `after` (the cursor starts below it) before
+            # it pushes anything, and pushes only events past its cursor. Skipping its updates
+            # seen already is `_frames`'s.
+            return False
+        # A frame the door refuses means the stream takes nothing more (it is ending, or
+        # dropped): the event goes the ordinary way only to be refused again.
+        return all(sink(frame) for frame in frames.of(event, self.context_id))
 
 
 def _closable(stream: AsyncIterator[EventRecord]) -> AsyncGenerator[EventRecord, None]:

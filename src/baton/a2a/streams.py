@@ -6,6 +6,11 @@ state. Each event is `id: <frame id>` and `data:` the update (JSON-RPC: the JSON
 holding it; HTTP+JSON: the StreamResponse itself). A stream ended by the server for a reason
 ends with one `event: error` (the binding's error, with Baton's code in its data).
 
+A live update reaches an idle stream (its task waiting with nothing queued) pushed by the
+event hub's fan-out (`baton.live.streams`, `BatonHandler._follow`), which writes its frame at
+once, as GraphQL over SSE does: no task is woken per update. A write that would wait, and
+whatever comes while it does, goes through a flusher task, within the bounds below.
+
 Bounds, with GraphQL over SSE's settings, counted apart from its streams:
 - open streams per token (BATON_SSE_MAX_STREAMS_PER_TOKEN, 429) and per process
   (BATON_SSE_MAX_STREAMS, 503), both with Retry-After, counted before the operation runs; a
@@ -33,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 from a2a.utils.errors import A2AError, InvalidRequestError
@@ -42,6 +48,8 @@ from baton.a2a.errors import unexpected
 from baton.a2a.frames import Frame
 from baton.access.grants import TokenCache
 from baton.errors import Unavailable
+from baton.live.streams import Pushable
+from baton.web.send_now import Waiting, finish_send, send_now
 
 log = logging.getLogger("baton.a2a")
 
@@ -80,24 +88,53 @@ class Refused(Exception):
 
 
 class _Stream:
-    """One open stream: what waits to be written, and how it ends."""
+    """One open stream: what waits to be written, and how it ends. A frame is written at once
+    while the stream is idle (serving, nothing queued, no write waiting, not ending), most of
+    the time: uvicorn's `send` returns without waiting unless its write buffer is full
+    (`baton.web.send_now`), so an update pushed from the live fan-out wakes no task. A write
+    that would wait is finished by a flusher task, and frames written meanwhile queue behind
+    it (at most `limit` bytes besides the one being written); the flusher writes them, then
+    the stream's end, and stops once nothing waits."""
 
     def __init__(self, limit: int, error: RenderError) -> None:
         self.limit = limit
         self.error = error
         self.queue: deque[bytes] = deque()
         self.queued = 0
-        self.wake = asyncio.Event()
+        self.send: Send | None = None  # the headers are out: frames may be written
+        self.flusher: asyncio.Task[None] | None = None  # writing what the client is behind on
         self.ending: bytes | None = None  # written last; then the body ends
         self.closing = asyncio.Event()  # ended by the server: drop, revocation, stop
+        self.done = asyncio.Event()  # the body has ended, or writing it failed
         self.dropped = False
         self.written_at = time.monotonic()  # the last write, for keep-alive comments
 
-    def put(self, frame: bytes) -> bool:
-        """Queue `frame`; False (and the stream is dropped) past the limit. One frame always
+    def serve(self, send: Send) -> None:
+        """The headers are out: write through `send` from now on (what was queued or ended
+        before, by the flusher)."""
+        self.send = send
+        if self.queue or self.ending is not None:
+            self._flush_soon()
+
+    def write(self, frame: bytes) -> bool:
+        """Write `frame`, or queue it behind what waits; False when the stream takes nothing
+        more: it is ending, or `frame` did not fit (the stream is dropped). One frame always
         fits, however large: the limit is on what waits besides it."""
-        if self.ending is not None:
+        if self.ending is not None or self.done.is_set():
             return False
+        send = self.send
+        if send is not None and self.flusher is None and not self.queue:
+            message = {"type": "http.response.body", "body": frame, "more_body": True}
+            try:
+                waiting = send_now(send, message)
+            except Exception as exc:  # never into the caller: the producer, the fan-out
+                log.debug("writing an A2A stream failed (%r)", exc)
+                self.done.set()
+                return False
+            self.written_at = time.monotonic()
+            if waiting is not None:  # it waits for the client to take what came before
+                self.flusher = asyncio.create_task(self._flush(waiting))
+            return True
         if self.queue and self.queued + len(frame) > self.limit:
             self.dropped = True
             refusal = InvalidRequestError(
@@ -108,14 +145,14 @@ class _Stream:
             return False
         self.queue.append(frame)
         self.queued += len(frame)
-        self.wake.set()
+        self._flush_soon()
         return True
 
     def end(self, last: bytes = b"") -> None:
         """The stream is over: what is queued goes out, then `last`, then the body ends."""
         if self.ending is None:
             self.ending = last
-            self.wake.set()
+            self._flush_soon()
 
     def close(self, last: bytes, *, keep: bool) -> None:
         """The server ends the stream: `last` after what is queued (`keep`) or instead."""
@@ -126,7 +163,7 @@ class _Stream:
             self.queued = 0
         self.ending = last
         self.closing.set()
-        self.wake.set()
+        self._flush_soon()
 
     def revoke(self) -> None:
         refusal = InvalidRequestError(
@@ -139,6 +176,35 @@ class _Stream:
         self.queue.clear()
         self.queued = 0
         return body
+
+    def _flush_soon(self) -> None:
+        if self.send is not None and self.flusher is None and not self.done.is_set():
+            self.flusher = asyncio.create_task(self._flush(None))
+
+    async def _flush(self, waiting: Waiting | None) -> None:
+        """Finish a write the client was slow to take, then write what was queued meanwhile
+        (all of it in one write each time), and the end once the stream is over; stop when
+        nothing waits."""
+        send = self.send
+        assert send is not None, "flushed once serving"
+        try:
+            if waiting is not None:
+                await finish_send(*waiting)
+                self.written_at = time.monotonic()
+            while True:
+                if self.queue:
+                    await _body(send, self.take(), more=True)
+                    self.written_at = time.monotonic()
+                elif self.ending is not None:
+                    await _body(send, self.ending, more=False)
+                    self.done.set()
+                    return
+                else:
+                    self.flusher = None
+                    return
+        except Exception as exc:  # the connection is gone
+            log.debug("writing an A2A stream failed (%r)", exc)
+            self.done.set()
 
 
 class Streams:
@@ -225,26 +291,39 @@ class Streams:
         send: Send,
     ) -> None:
         """Write `frames` as an event stream until they end, the client goes, or the server
-        ends the stream; then give its place back."""
+        ends the stream; then give its place back. Live updates pushed past the producer
+        (`Pushable` frames, `baton.live.streams`) are written by the fan-out that brings them."""
         self._streams.add(stream)
         if self.stopping:
             stream.close(b"", keep=True)
         if self._keep_alive is None or self._keep_alive.done():
             self._keep_alive = asyncio.create_task(self._keep_quiet_streams_alive())
-        producer = asyncio.create_task(_produce(stream, frames, render))
-        writer = asyncio.create_task(self._write(stream, send))
-        gone = asyncio.create_task(_disconnected(receive))
-        closing = asyncio.create_task(stream.closing.wait())
-        tasks = (producer, writer, gone, closing)
+        tasks: list[asyncio.Task[object]] = []
         try:
-            await asyncio.wait((writer, gone, closing), return_when=asyncio.FIRST_COMPLETED)
-            if closing.done() and not writer.done() and not gone.done():
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+            except Exception:  # the client is gone
+                await frames.aclose()
+                return
+            stream.serve(send)
+            if isinstance(frames, Pushable):
+                frames.push_to(partial(_push, stream, render))
+            producer = asyncio.create_task(_produce(stream, frames, render))
+            gone = asyncio.create_task(_disconnected(receive))
+            closing = asyncio.create_task(stream.closing.wait())
+            done = asyncio.create_task(stream.done.wait())
+            tasks += (producer, gone, closing, done)
+            await asyncio.wait((done, gone, closing), return_when=asyncio.FIRST_COMPLETED)
+            if closing.done() and not done.done() and not gone.done():
                 producer.cancel()
                 # Its last bytes get a bounded time, never longer.
-                await asyncio.wait((writer, gone), timeout=CLOSE_GRACE_SECONDS)
+                await asyncio.wait((done, gone), timeout=CLOSE_GRACE_SECONDS)
             if stream.dropped:
                 log.warning("%s (%d bytes waiting)", DROPPED, stream.queued)
         finally:
+            stream.done.set()  # nothing more is written, nor is a flusher started
+            if stream.flusher is not None:
+                tasks.append(stream.flusher)
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -252,21 +331,6 @@ class Streams:
                     await task
             self._streams.discard(stream)
             self._give_back(token, stream)
-
-    async def _write(self, stream: _Stream, send: Send) -> None:
-        """Write what the stream queues as it comes, and end the body once it is over."""
-        await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-        while True:
-            if stream.queue:
-                await _body(send, stream.take(), more=True)
-                stream.written_at = time.monotonic()
-            elif stream.ending is not None:
-                await _body(send, stream.ending, more=False)
-                return
-            else:
-                stream.wake.clear()
-                if not stream.queue and stream.ending is None:
-                    await stream.wake.wait()
 
     async def _keep_quiet_streams_alive(self) -> None:
         """One timer for every stream of the process (one per stream would be set again for
@@ -277,11 +341,14 @@ class Streams:
             await asyncio.sleep(period / 2)
             quiet = time.monotonic() - period
             for stream in list(self._streams):
-                if stream.written_at <= quiet and not stream.queue and stream.ending is None:
-                    stream.queue.append(KEEP_ALIVE)
-                    stream.queued += len(KEEP_ALIVE)
+                if (
+                    stream.written_at <= quiet
+                    and stream.send is not None
+                    and not stream.queue
+                    and stream.ending is None
+                ):
+                    stream.write(KEEP_ALIVE)
                     stream.written_at = time.monotonic()
-                    stream.wake.set()
 
     # --- ending -------------------------------------------------------------------------
 
@@ -335,7 +402,7 @@ async def _produce(stream: _Stream, frames: AsyncGenerator[Frame, None], render:
                 # The writer's turn first: a replay reads events faster than any client takes
                 # them, and what the writer has handed to the connection waits here no more.
                 await asyncio.sleep(0)
-            if not stream.put(render(frame)):
+            if not stream.write(render(frame)):
                 return
         stream.end()
     except asyncio.CancelledError:
@@ -346,6 +413,13 @@ async def _produce(stream: _Stream, frames: AsyncGenerator[Frame, None], render:
         stream.end(stream.error(unexpected(exc)))
     finally:
         await frames.aclose()
+
+
+def _push(stream: _Stream, render: Render, frame: Frame) -> bool:
+    """A live update from the fan-out, with no task woken (`baton.live.streams`): written as
+    `_produce` would write it (its task waits with nothing queued). False when the stream
+    takes nothing more (ending, or dropped by this frame)."""
+    return stream.write(render(frame))
 
 
 async def _body(send: Send, body: bytes, *, more: bool) -> None:
