@@ -213,3 +213,42 @@ async def _until(check: Any, within: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "not within time"
         await asyncio.sleep(0.005)
+
+
+async def test_turns_checking_their_endpoints_at_once_ask_in_one_round_trip(
+    db: Database, receiver: Receiver
+) -> None:
+    box = SecretBox(KEY)
+    service = TaskService(db)
+    worker = DeliveryWorker(db, ENGINE, lambda _: None, (None, None), box, SETTINGS)  # type: ignore[arg-type]
+    world = World(service)
+    ids = [f"wh_check_{n}" for n in range(3)]
+    async with db.transaction() as conn:
+        for endpoint_id in ids:
+            await store.insert_endpoint(
+                conn,
+                id=endpoint_id,
+                owner=world.req_owner,
+                url=receiver.at("/check"),
+                description="",
+                task_filter={},
+                run_filter=None,
+                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
+                allow_private=True,
+            )
+    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
+    endpoints = sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+    assert [e.id for e in endpoints] == ids
+    # No look of theirs is trusted: each asks the database.
+    with counting_statements() as count:
+        found = await asyncio.gather(*(worker._unchanged(e) for e in endpoints))
+    assert found == [True, True, True]
+    assert count() == 1
+    # One changed by its owner, one whose lease ran out: each answered for itself.
+    await db.execute("UPDATE webhook_endpoints SET updated_at = now() WHERE id = $1", ids[0])
+    await db.execute("UPDATE webhook_endpoints SET lease_until = now() WHERE id = $1", ids[2])
+    worker._seen.clear()
+    with counting_statements() as count:
+        found = await asyncio.gather(*(worker._unchanged(e) for e in endpoints))
+    assert found == [False, True, False]
+    assert count() == 1

@@ -47,9 +47,10 @@ from the endpoint as changed. An attempt already on its way when the change is m
 counted against the endpoint (`store.record`). The claim that began the turn read the endpoint
 under its lease, and a change made through this process wakes the worker (`wake`): a message
 within `RECHECK_SECONDS` of the claim or of the last check, with no change made here since,
-goes without asking the database again (a round trip was a tenth of a message's CPU). So a
-change made through another process holds from the first message `RECHECK_SECONDS` after it
-at the latest, and such a change to an endpoint a turn holds answers only after
+goes without asking the database again (a round trip was a tenth of a message's CPU), and
+turns that ask at the same time ask in one round trip (`_check`). So a change made through
+another process holds from the first message `RECHECK_SECONDS` after it at the latest, and
+such a change to an endpoint a turn holds answers only after
 `TURN_TRUSTS_SECONDS`, the same time (`baton.services.task_webhooks`): once it has answered,
 nothing more goes out as the endpoint was.
 
@@ -198,6 +199,10 @@ class DeliveryWorker:
         self._reads: dict[tuple[str, str, bytes, int], asyncio.Task[tuple[int, store.Batch]]] = {}
         # When each running turn last saw its endpoint unchanged, and `_changes` then.
         self._seen: dict[str, tuple[float, int]] = {}
+        # The checks that the endpoint is unchanged asked for and not yet sent, and the task
+        # that sends them (`_check`).
+        self._to_check: dict[str, tuple[datetime, asyncio.Future[bool]]] = {}
+        self._checker: asyncio.Task[None] | None = None
         self._endpoints_exist = asyncio.Event()
         self._active: dict[str, asyncio.Task[None]] = {}
         self._owners: dict[str, str] = {}  # the owner of each endpoint in `_active`
@@ -232,6 +237,8 @@ class DeliveryWorker:
         """Stop within `STOP_SECONDS`: attempts in flight are cancelled (their endpoints'
         leases run out and the messages go again later), no peer is waited on."""
         tasks = [*self._tasks, *self._active.values(), *self._reads.values()]
+        if self._checker is not None:
+            tasks.append(self._checker)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -513,10 +520,38 @@ class DeliveryWorker:
         if seen is not None and seen[1] == self._changes and now - seen[0] < RECHECK_SECONDS:
             return True
         changes = self._changes
-        if not await store.unchanged(self.db, endpoint.id, self.holder, endpoint.updated_at):
+        if not await self._check(endpoint):
             return False
         self._seen[endpoint.id] = (now, changes)
         return True
+
+    async def _check(self, endpoint: EndpointRecord) -> bool:
+        """Ask the database whether the endpoint is unchanged and its lease held, in one round
+        trip with every other turn asking at the same time (`_run_checks`)."""
+        found: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._to_check[endpoint.id] = (endpoint.updated_at, found)
+        if self._checker is None or self._checker.done():
+            self._checker = asyncio.create_task(self._run_checks(), name="baton-webhooks-check")
+        return await found
+
+    async def _run_checks(self) -> None:
+        """Answer the checks asked for, a batch at a time: those asked while one is on its way
+        go in the next (each is asked of the database after it was asked for)."""
+        while self._to_check:
+            await asyncio.sleep(0)  # the turns that a commit woke together ask too
+            asked, self._to_check = self._to_check, {}
+            try:
+                held = await store.unchanged(
+                    self.db, self.holder, [(id, at) for id, (at, _) in asked.items()]
+                )
+            except Exception as exc:
+                for _, found in asked.values():
+                    if not found.done():
+                        found.set_exception(exc)
+                continue
+            for id, (_, found) in asked.items():
+                if not found.done():
+                    found.set_result(id in held)
 
     def _after(
         self,
