@@ -58,6 +58,21 @@ async def test_writes_in_one_turn_leave_together() -> None:
     assert real.writes[1:] == [b"next"]
 
 
+async def test_write_now_leaves_at_once_after_what_waits() -> None:
+    real = Recorder()
+    corked = CorkedTransport(real, asyncio.get_running_loop())
+    corked.write_now(b"event 1")
+    assert real.writes == [b"event 1"]
+    corked.write(b"head")
+    corked.write_now(b"event 2")
+    assert real.writes == [b"event 1", b"headevent 2"]
+    await asyncio.sleep(0)  # the scheduled flush finds nothing more to send
+    assert real.writes == [b"event 1", b"headevent 2"]
+    real.closed = True
+    corked.write_now(b"never")
+    assert real.writes == [b"event 1", b"headevent 2"]
+
+
 async def test_a_large_write_leaves_at_once() -> None:
     real = Recorder()
     corked = CorkedTransport(real, asyncio.get_running_loop())

@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 from graphql import OperationType
 from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from baton.access.grants import TokenCache, bearer
 from baton.access.principals import Principal
@@ -66,6 +67,7 @@ from baton.web.graphql_http import (
     error_body,
     send_body,
 )
+from baton.web.http_connection import CYCLE_KEY
 from baton.web.metered import graphql_envelope, send_refusal
 from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer, carry
 from baton.web.revocation import TokenWatch
@@ -194,7 +196,7 @@ class GraphQLSSE:
                 await send_refusal(send, room, graphql_envelope)
                 return
             self.ledger.assign(account, token)
-        stream = _Stream(limits.max_queued_bytes, send, account)
+        stream = _Stream(limits.max_queued_bytes, send, account, scope.get(CYCLE_KEY))
         self._loop = asyncio.get_running_loop()
         self.streams.add(stream)
         self.watch.add(token, stream)
@@ -332,9 +334,16 @@ class _Stream:
     queued, or waits to be written, counts in `account`, the connection's bytes waiting for
     its client (`baton.web.outbound`); what is written, the connection counts itself."""
 
-    def __init__(self, limit: int, send: Send, account: Account | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        send: Send,
+        account: Account | None = None,
+        cycle: RequestResponseCycle | None = None,
+    ) -> None:
         self.limit = limit
         self.send = send
+        self.cycle = cycle  # its uvicorn cycle: an event may skip the `send` chain
         self.account = account
         self.frames: deque[bytes] = deque()
         self.queued = 0
@@ -368,7 +377,7 @@ class _Stream:
         if self.serving and self.flusher is None and not self.frames:
             message = {"type": "http.response.body", "body": frame, "more_body": not last}
             try:
-                waiting = send_now(self.send, message)
+                waiting = send_now(self.send, message, self.cycle)
             except Exception:  # never into the caller: a producer, the keep-alive, the sweep
                 log.exception("writing an event stream failed")
                 self.over.set()

@@ -11,9 +11,10 @@ the socket's own transport to the WebSocket connection.
 
 A streamed answer's body (an event stream's events) may skip the ASGI `send` chain, whose
 layers (uvicorn's, the front door's, any middleware's) each cost a coroutine per event:
-`write_chunk` writes a chunk of it as uvicorn would, onto the same corked transport, while the
-answer is under way, chunked and its client keeping up; otherwise it declines and the caller
-sends the ordinary way.
+`write_chunk` writes a chunk of it as uvicorn would, at once (as a WebSocket frame is written:
+a chunk is whole, and waiting for the end of the turn would cost a callback per stream), while
+the answer is under way, chunked and its client keeping up; otherwise it declines and the
+caller sends the ordinary way.
 
 Each connection keeps an `Account` of what it holds for its client (`baton.web.outbound`), in
 the scope of every request it serves. Its transport pauses the writer as soon as anything is
@@ -72,6 +73,17 @@ class CorkedTransport(asyncio.Transport):
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
             self.write(data)
+
+    def write_now(self, data: bytes) -> None:
+        """Write `data` after what waits, all of it now: a piece that is whole by itself (an
+        event of a stream), as a WebSocket frame is written."""
+        if self._pending is not None:
+            self._pending.append(data)
+            self.flush()
+        elif not self.transport.is_closing():
+            self.transport.write(data)
+            if self.account is not None:
+                self.account.measure(len(data))
 
     def flush(self) -> None:
         """Send what waits, now."""
@@ -175,5 +187,13 @@ def write_chunk(cycle: RequestResponseCycle | None, body: bytes) -> bool:
         or cycle.flow.write_paused
     ):
         return False
-    cycle.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+    transport = cycle.transport
+    chunk = b"%x\r\n%b\r\n" % (len(body), body)
+    if not isinstance(transport, CorkedTransport):
+        transport.write(chunk)
+        return True
+    account = transport.account
+    if account is not None and (account.cut or account.buffered or account.held):
+        return False  # the budgets' way (`baton.web.metered`), through `send`
+    transport.write_now(chunk)
     return True
