@@ -1,20 +1,17 @@
 """What a turn costs the database: the round trips of one endpoint's turn that sends a batch of
-events, its rendering aside (an endpoint of the same owner and filter rendered them already);
-and of a turn that lingers, kept by its endpoint's next events (no claim for them), which
-`stop` ends at once."""
+events, its rendering aside (an endpoint of the same owner and filter rendered them already),
+and of the checks that turns asking at once make that their endpoints are unchanged."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
-import orjson
 import pytest
 from broadcaster import Broadcast
 
-from baton.access.principals import Principal
+from baton.access.principals import Principal, PrincipalKind
 from baton.live.hub import EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
 from baton.protocol.handoff import TaskState
@@ -25,9 +22,8 @@ from baton.services.webhook_secrets import SecretBox
 from baton.store import webhooks as store
 from baton.store.db import Database
 from baton.webhooks import attempt
-from baton.webhooks import worker as worker_module
 from baton.webhooks.worker import DeliveryWorker
-from tests.helpers import ENGINE, World, agent, counting_statements
+from tests.helpers import ENGINE, World, counting_statements
 from tests.webhooks.conftest import Receiver, own_database
 from tests.webhooks.scoped import KEY, SETTINGS
 
@@ -44,10 +40,8 @@ async def db(server_url: str) -> AsyncIterator[Database]:
 
 
 async def test_a_turn_that_sends_a_batch_reads_once_and_writes_once(
-    db: Database, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+    db: Database, receiver: Receiver
 ) -> None:
-    # A turn that may not linger (as when endpoints wait for a slot): its record is its last.
-    monkeypatch.setattr(worker_module, "LINGER_SECONDS", 0.0)
     broadcast = Broadcast("memory://")
     await broadcast.connect()
     hubs = (EventHub(db, broadcast, TASK_LOG), EventHub(db, broadcast, RUN_LOG))
@@ -105,117 +99,7 @@ async def test_a_turn_that_sends_a_batch_reads_once_and_writes_once(
         await broadcast.disconnect()
 
 
-CHECKPOINT: dict[str, Any] = {
-    "progress": "on",
-    "decisions": [],
-    "files_touched": [],
-    "next_steps": [],
-    "open_questions": [],
-}
-
-
-async def test_a_lingering_turn_sends_a_burst_without_a_claim_and_stop_ends_it_at_once(
-    db: Database, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Long enough that the turn is still lingering whenever the next event comes, however
-    # loaded the machine: what ends it here is `stop`, not the wait running out.
-    monkeypatch.setattr(worker_module, "LINGER_SECONDS", 5.0)
-    broadcast = Broadcast("memory://")
-    await broadcast.connect()
-    hubs = (EventHub(db, broadcast, TASK_LOG), EventHub(db, broadcast, RUN_LOG))
-    service = TaskService(db)
-    box = SecretBox(KEY)
-
-    def context(principal: Principal) -> Context:
-        return Context(principal, service, RunService(db), *hubs)
-
-    # Not started: its one turn is run here; the commits are told to it as its hubs would.
-    worker = DeliveryWorker(db, ENGINE, context, hubs, box, SETTINGS)
-    worker._http = attempt.client(2)
-    world = World(service)
-    async with db.transaction() as conn:
-        await store.insert_endpoint(
-            conn,
-            id="wh_linger",
-            owner=world.req_owner,
-            url=receiver.at("/linger"),
-            description="",
-            task_filter={},
-            run_filter=None,
-            secret=box.seal("whsec_" + "a" * 32, "wh_linger"),
-            allow_private=True,
-        )
-    working = await world.task_in(TaskState.working)
-    ((endpoint, manual),) = await store.lease(
-        db, worker.holder, SETTINGS.lease_seconds, ["wh_linger"]
-    )
-    worker._seen["wh_linger"] = (time.monotonic() + 3600, worker._changes)
-    burst = 5
-    rendering = 0  # the statements of rendering the events, not what is counted here
-    render = worker_module.render.render
-
-    async def counted_render(*args: Any) -> Any:
-        nonlocal rendering
-        with counting_statements() as spent:
-            found = await render(*args)
-        rendering += spent()
-        return found
-
-    monkeypatch.setattr(worker_module.render, "render", counted_render)
-    try:
-        with counting_statements() as count:
-            turn = asyncio.create_task(
-                worker._turn(endpoint, manual, time.monotonic() + SETTINGS.lease_seconds)
-            )
-            worker._active["wh_linger"] = turn
-            worker._owners["wh_linger"] = endpoint.owner
-            sent = await receiver.wait_for("/linger", 1)
-            assert sent
-            own = 0  # the statements of the commits below, not the turn's
-            for n in range(burst):
-                await _until(lambda: "wh_linger" in worker._lingering)
-                had = len(receiver.got["/linger"])
-                before = count()
-                await service.save_checkpoint(
-                    agent(world.assignee), working.id, {**CHECKPOINT, "progress": str(n)}
-                )
-                own += count() - before
-                worker._commits += 1  # what `_follow` does on the hub's word
-                worker._stir()
-                assert await receiver.wait_for("/linger", had + 1)
-            await _until(lambda: "wh_linger" in worker._lingering)
-            assert not turn.done()  # one turn, one claim, for every message
-            # The first batch and each event of the burst: a read and a record each.
-            assert count() - own - rendering == 2 * (1 + burst), (count(), own, rendering)
-            worker._tasks = []
-            started = time.monotonic()
-            await worker.stop()
-            assert time.monotonic() - started < 1.0  # not the linger's 5 s
-            assert turn.done()
-        row = await db.fetchrow(
-            "SELECT lease_until <= now() AS free, task_cursor FROM webhook_endpoints "
-            "WHERE id = 'wh_linger'"
-        )
-        assert row is not None and row["free"]  # the lease was handed back
-        messages = receiver.got["/linger"]
-        ids = [int(orjson.loads(m.body)["data"]["taskEvents"]["id"]) for m in messages]
-        assert ids == sorted(ids) and len(set(ids)) == len(ids)  # in order, each once
-        assert len(ids) >= 1 + burst
-        assert row["task_cursor"] >= ids[-1]  # every one recorded as acknowledged
-    finally:
-        if worker._http is not None:
-            worker._http.close()
-        await broadcast.disconnect()
-
-
-async def _until(check: Any, within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "not within time"
-        await asyncio.sleep(0.005)
-
-
-async def test_turns_checking_their_endpoints_at_once_ask_in_one_round_trip(
+async def test_turns_reading_and_checking_their_endpoints_at_once_ask_in_one_round_trip(
     db: Database, receiver: Receiver
 ) -> None:
     box = SecretBox(KEY)
@@ -252,3 +136,14 @@ async def test_turns_checking_their_endpoints_at_once_ask_in_one_round_trip(
         found = await asyncio.gather(*(worker._unchanged(e) for e in endpoints))
     assert found == [False, True, False]
     assert count() == 1
+    # Endpoints of one owner and filter at the same cursor read the new events together.
+    await world.task_in(TaskState.working)
+    principal = Principal(PrincipalKind.OWNER, world.req_owner)
+    context = Context(principal, service, RunService(db), None, None)  # type: ignore[arg-type]
+    assert len({e.task_cursor for e in endpoints}) == 1
+    with counting_statements() as count:
+        reads = await asyncio.gather(
+            *(worker._read_shared(context, e, "task", {}, e.task_cursor) for e in endpoints)
+        )
+    assert count() == 1
+    assert reads[0][1].ids and all(read == reads[0] for read in reads)

@@ -4,9 +4,7 @@ An endpoint's `task_cursor` / `run_cursor` are event ids in the two logs: everyt
 that matches the endpoint's filter is still to be sent. The delivery worker claims endpoints
 with work due (`FOR UPDATE SKIP LOCKED`, then a lease on the row), sends, and writes what
 happened in one statement that holds only while its lease does (`record`): a process that lost
-its lease (it stalled past the expiry, another took over) writes nothing. A turn may keep its
-lease across several batches (it lingers for its endpoint's next event, `baton.webhooks.
-worker`); only its last write, or `release`, hands it back.
+its lease (it stalled past the expiry, another took over) writes nothing.
 """
 
 from __future__ import annotations

@@ -6,18 +6,14 @@ with `FOR UPDATE SKIP LOCKED`, so one process at a time works on an endpoint), r
 lies after the cursors, sends it one message at a time in id order, and writes a batch's
 results and the new cursors in one transaction, only while its lease holds; the turn's last
 write hands the lease back in the same transaction. A turn that sent up to the horizon looks
-again only if an event was committed since it read (`_follow`). Otherwise it lingers
-(`_linger`): it keeps its lease, holds no slot, and waits up to `LINGER_SECONDS` for the next
-commit; then it takes a slot again as a claim would (the same `fairness` rule) and goes on,
-so a burst of events to an endpoint needs one claim, not one per message. It hands the lease
-back instead when the wait passes with no commit, when any `wake` comes (a change, a ping: the
-next turn reads the endpoint as it is), when endpoints with work due wait for a slot (the
-last claim left some), when no slot is free for it, and `HOLD_SECONDS` after its claim (a
-ping asked for through another process, or another process's claim, waits no longer). Turns
-that a commit wakes together read the new events of the same owner, log, filter and cursor in
-one round trip (`_read_shared`). A process killed anywhere in between has written nothing for
-that batch; its lease runs out and the next claim sends from the old cursor again: the
-receiver may see the batch's messages twice (same `webhook-id`), never miss one.
+again only if an event was committed since it read (`_follow`): a later one wakes the worker,
+which claims the endpoint again once the turn is over. (Keeping the lease across wake-ups, a
+turn that lingers for its endpoint's next event, was measured and left out: turns already run
+on while events keep coming, so claims were 1-3 in 100 messages.) Turns that read the new
+events of the same owner, log, filter and cursor at the same time read them in one round trip
+(`_read_shared`). A process killed anywhere in between has written nothing for that batch; its
+lease runs out and the next claim sends from the old cursor again: the receiver may see the
+batch's messages twice (same `webhook-id`), never miss one.
 
 Order: an endpoint's task events arrive in task-event id order (the log's order), and its run
 events in run-event id order; the two logs are two sequences, sent task events first within
@@ -54,15 +50,13 @@ such a change to an endpoint a turn holds answers only after
 `TURN_TRUSTS_SECONDS`, the same time (`baton.services.task_webhooks`): once it has answered,
 nothing more goes out as the endpoint was.
 
-Bounded: at most `concurrency` endpoints per process sending at once, shared between owners
+Bounded: at most `concurrency` endpoints per process at once, shared between owners
 (`fairness`: one owner's hanging receivers hold at most a part of them while others wait),
-a hanging receiver holding one slot for at most the attempt timeout, and at most as many
-lingering (a lease and a waiting task each, no slot); at most `BATCH` events and
+a hanging receiver holding one slot for at most the attempt timeout; at most `BATCH` events and
 `MAX_PENDING_MANUAL` pings and redeliveries per turn, and a turn stops before its lease could
-run out. `stop` cancels lingering turns with the rest: none is waited out. Wake-ups come
-from the event hubs (an event committed on any process) and from the API (a ping, a
-redelivery, an endpoint changed); otherwise it looks again every `poll_seconds` and when the
-soonest retry is due.
+run out. Wake-ups come from the event hubs (an event committed on any process) and from the
+API (a ping, a redelivery, an endpoint changed); otherwise it looks again every
+`poll_seconds` and when the soonest retry is due.
 """
 
 from __future__ import annotations
@@ -119,12 +113,6 @@ MARGIN_SECONDS = 3.0  # an attempt starts only with this much lease left after i
 STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
 # How long a turn trusts its last look at its endpoint: what a change to a held one waits out.
 RECHECK_SECONDS = TURN_TRUSTS_SECONDS
-# How long a turn that sent up to the horizon keeps its lease and waits for its endpoint's next
-# event before it hands the lease back (the next event then needs no claim).
-LINGER_SECONDS = 0.05
-# How long after its claim a turn may still linger: then it hands its endpoint back, so that a
-# ping asked for through another process, or another process's claim, waits no longer.
-HOLD_SECONDS = 1.0
 PRUNE_SECONDS = 60.0
 KEPT_RENDERS = 4096  # rendered events kept for the next endpoint of the same owner and filter
 
@@ -185,15 +173,6 @@ class DeliveryWorker:
         self._changes = 0  # endpoints changed through this process (`wake`)
         self._commits = 0  # events committed, as the hubs told (`_follow`)
         self._released: set[str] = set()  # running turns whose last write handed back the lease
-        # Running turns waiting for their endpoint's next event (`_linger`): they keep their
-        # leases but hold no slot.
-        self._lingering: set[str] = set()
-        # Whether the last claim left endpoints with work due unstarted for want of a slot: a
-        # turn then hands its endpoint back rather than lingering or going on.
-        self._waiting = False
-        # Woken (and replaced) on every event committed and every `wake`: lingering turns wait
-        # on it.
-        self._stirred = asyncio.Event()
         # The reads of new events in flight, shared by the turns at the same place in the same
         # log with the same owner and filter (`_read_shared`).
         self._reads: dict[tuple[str, str, bytes, int], asyncio.Task[tuple[int, store.Batch]]] = {}
@@ -256,12 +235,6 @@ class DeliveryWorker:
         """Look for due work now (an endpoint changed, a ping or redelivery was asked for)."""
         self._changes += 1  # running turns look at their endpoints again before a message
         self._wake.set()
-        self._stir()
-
-    def _stir(self) -> None:
-        """Wake the lingering turns."""
-        self._stirred.set()
-        self._stirred = asyncio.Event()
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -276,7 +249,6 @@ class DeliveryWorker:
                 async for _ in stream():
                     self._commits += 1
                     self._wake.set()
-                    self._stir()
                     if not self._endpoints_exist.is_set():
                         break
             except asyncio.CancelledError:
@@ -321,8 +293,7 @@ class DeliveryWorker:
         """Claim endpoints with work due for the free slots; when the soonest backed-off one
         is due again (read with the candidates: one round trip)."""
         s = self.settings
-        sending = [id for id in self._active if id not in self._lingering]
-        free = s.concurrency - len(sending)
+        free = s.concurrency - len(self._active)
         if free <= 0:
             return await store.next_due(self.db)
         # Each owner's candidates interleaved, enough to see every owner that could get one
@@ -335,9 +306,7 @@ class DeliveryWorker:
             allow_private=s.policy.allow_private,
             allow_http=s.policy.allow_http,
         )
-        held = Tally(self._owners[id] for id in sending)
-        picked = fairness.pick(candidates, held, free, s.concurrency)
-        self._waiting = len(picked) < len(candidates)
+        picked = fairness.pick(candidates, Tally(self._owners.values()), free, s.concurrency)
         if not picked:
             return soonest
         seen = (time.monotonic(), self._changes)  # the claim reads each endpoint as it is
@@ -750,9 +719,6 @@ class DeliveryWorker:
         deadline: float,
         state: store.Outcome,
     ) -> None:
-        """Send the endpoint's events up to the horizon, then linger (`_linger`) and go again
-        while the next event comes soon; the turn ends on a failure, a change, a lost lease,
-        a linger that saw no event, or time running short."""
         taken = [
             (log_name, variables)
             for log_name, variables in zip(
@@ -760,40 +726,12 @@ class DeliveryWorker:
             )
             if variables is not None
         ]
-        held = time.monotonic() + HOLD_SECONDS
-        while True:
-            state, commits, unwritten = await self._pass(
-                endpoint, context, deadline, held, state, taken
-            )
-            if commits is None:
-                return
-            if not await self._linger(endpoint, deadline, held, commits):
-                if unwritten:  # the cursor passed events it does not take: written, and handed back
-                    await self._record(endpoint, [], state, last=True)
-                return
-
-    async def _pass(
-        self,
-        endpoint: EndpointRecord,
-        context: Context,
-        deadline: float,
-        held: float,
-        state: store.Outcome,
-        taken: list[tuple[str, dict[str, Any]]],
-    ) -> tuple[store.Outcome, int | None, bool]:
-        """One pass over the logs the endpoint takes, up to their horizons: the state after
-        it, the count of commits (`_follow`) its reads saw (None when the turn is over: its
-        last write handed the lease back, or it may not go on), and whether the state has
-        moved on since it was last written."""
-        seen = self._commits
-        unwritten = False
         for n, (log_name, variables) in enumerate(taken):
             while self._time_for_one(deadline):
                 cursor = state.task_cursor if log_name == "task" else state.run_cursor
                 commits, found = await self._read_shared(
                     context, endpoint, log_name, variables, cursor
                 )
-                seen = min(seen, commits)
                 through, ids = found.through, found.ids
                 if cursor >= through:
                     break
@@ -809,20 +747,11 @@ class DeliveryWorker:
                         deadline,
                     )  # fmt: skip
                 # Up to the horizon with no event committed since the read: nothing more to
-                # look for in this log (a later commit wakes the worker and the lingering
-                # turns).
+                # look for in this log (a later commit wakes the worker, which claims the
+                # endpoint again once this turn is over).
                 position = state.task_cursor if log_name == "task" else state.run_cursor
                 done_here = position == through and commits == self._commits
-                final = done_here and n == len(taken) - 1
-                # The turn's last write hands the lease back, unless the turn is to linger.
-                last = stop or (final and not self._may_linger(deadline, held))
-                if not (last or done or ids):
-                    # Only events the endpoint does not take: its cursor is written with its
-                    # next record, or when the turn ends.
-                    unwritten = True
-                    if done_here:
-                        break
-                    continue
+                last = stop or (done_here and n == len(taken) - 1)
                 recorded = await self._record(endpoint, done, state, last=last)
                 if recorded is Recorded.LOST:
                     log.info(
@@ -830,54 +759,9 @@ class DeliveryWorker:
                         endpoint.id,
                     )
                 if last or recorded is not Recorded.COUNTED:
-                    return state, None, False  # the next turn starts from the endpoint as it is
-                unwritten = False
+                    return  # the next turn starts from the endpoint as it is now
                 if done_here:
                     break
-        return state, seen, unwritten
-
-    def _may_linger(self, deadline: float, held: float) -> bool:
-        """Whether a turn up to the horizon may wait for its endpoint's next event: not with
-        endpoints due waiting for a slot, not with as many turns lingering as there are slots,
-        not `HOLD_SECONDS` after its claim, and only with time left for a message after the
-        wait."""
-        return (
-            LINGER_SECONDS > 0
-            and time.monotonic() < held
-            and not self._waiting
-            and len(self._lingering) < self.settings.concurrency
-            and self._time_for_one(deadline - LINGER_SECONDS)
-        )
-
-    async def _linger(
-        self, endpoint: EndpointRecord, deadline: float, held: float, commits: int
-    ) -> bool:
-        """Keep the lease for up to `LINGER_SECONDS` while no event is committed after the
-        `commits`-th: whether the turn goes on (an event came, and it may take a slot again as
-        a claim would). Any `wake` ends it (a change, a ping: the next turn reads the endpoint
-        again), as do endpoints waiting for a slot; `stop` cancels it at once. A lingering turn
-        holds no slot."""
-        if not self._may_linger(deadline, held):
-            return False
-        changes = self._changes
-        self._lingering.add(endpoint.id)
-        try:
-            until = time.monotonic() + LINGER_SECONDS
-            while self._commits == commits:
-                left = until - time.monotonic()
-                if left <= 0 or self._changes != changes:
-                    return False
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stirred.wait(), left)
-            if self._changes != changes or self._waiting:
-                return False
-            s = self.settings
-            sending = [id for id in self._active if id not in self._lingering]
-            owners = Tally(self._owners[id] for id in sending)
-            free = s.concurrency - len(sending)
-            return bool(fairness.pick([(endpoint.id, endpoint.owner)], owners, free, s.concurrency))
-        finally:
-            self._lingering.discard(endpoint.id)
 
     async def _read_shared(
         self,
