@@ -93,6 +93,7 @@ from baton.protocol.task_object import check_handle
 from baton.services.task_contexts import TaskContexts
 from baton.settings import Settings
 from baton.telemetry import requests, spans
+from baton.web.http_connection import CYCLE_KEY
 
 log = logging.getLogger("baton.a2a")
 
@@ -463,7 +464,7 @@ class A2ADoor:
             await _error_answer(send, binding, request_id, error, call)
             return
         try:
-            stream = self.streams.open(call.token, render_error)
+            stream = self.streams.open(call.token, render_error, scope.get(CYCLE_KEY))
         except Refused as refused:
             full = InvalidRequestError(refused.message, data={"code": refused.code})
             status = "RESOURCE_EXHAUSTED" if refused.status == 429 else "UNAVAILABLE"

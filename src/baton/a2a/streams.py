@@ -43,6 +43,7 @@ from typing import Final
 
 from a2a.utils.errors import A2AError, InvalidRequestError
 from starlette.types import Message, Receive, Send
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from baton.a2a.errors import unexpected
 from baton.a2a.frames import Frame
@@ -96,9 +97,12 @@ class _Stream:
     it (at most `limit` bytes besides the one being written); the flusher writes them, then
     the stream's end, and stops once nothing waits."""
 
-    def __init__(self, limit: int, error: RenderError) -> None:
+    def __init__(
+        self, limit: int, error: RenderError, cycle: RequestResponseCycle | None = None
+    ) -> None:
         self.limit = limit
         self.error = error
+        self.cycle = cycle  # its uvicorn cycle: a frame may skip the `send` chain
         self.queue: deque[bytes] = deque()
         self.queued = 0
         self.send: Send | None = None  # the headers are out: frames may be written
@@ -126,7 +130,7 @@ class _Stream:
         if send is not None and self.flusher is None and not self.queue:
             message = {"type": "http.response.body", "body": frame, "more_body": True}
             try:
-                waiting = send_now(send, message)
+                waiting = send_now(send, message, self.cycle)
             except Exception as exc:  # never into the caller: the producer, the fan-out
                 log.debug("writing an A2A stream failed (%r)", exc)
                 self.done.set()
@@ -254,11 +258,14 @@ class Streams:
             if not held:
                 del self._by_token[token]
 
-    def open(self, token: str, error: RenderError) -> _Stream:
+    def open(
+        self, token: str, error: RenderError, cycle: RequestResponseCycle | None = None
+    ) -> _Stream:
         """A place for a stream of `token`, taken before its operation runs: `Refused` when
         none is free. Served with `serve`, or given back with `release` if the operation
-        fails first."""
-        stream = _Stream(self.limits.max_queued_bytes, error)
+        fails first. `cycle`: the request's uvicorn cycle, if it has one
+        (`baton.web.http_connection.CYCLE_KEY`)."""
+        stream = _Stream(self.limits.max_queued_bytes, error, cycle)
         self._take(token, stream)
         return stream
 
