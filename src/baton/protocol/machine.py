@@ -192,6 +192,8 @@ class Machine(Generic[S, N, A]):
     # The handoff rule "a move is one (from, to) pair"; a run's events may share a pair.
     distinct_pairs: bool = True
     _by_pair: Mapping[tuple[S, S], Move[S, N, A]] = field(init=False, repr=False, compare=False)
+    # Per name: its rows in the table's order (`named`, asked on every move).
+    _by_name: Mapping[N, tuple[Move[S, N, A], ...]] = field(init=False, repr=False, compare=False)
     _reachable: tuple[Position[S], ...] = field(init=False, repr=False, compare=False)
     _transitions: tuple[Transition[S, N, A], ...] = field(init=False, repr=False, compare=False)
     # Per (source, name): the arguments the guard is tried with when none are given.
@@ -204,6 +206,10 @@ class Machine(Generic[S, N, A]):
     def __post_init__(self) -> None:
         from baton.protocol.checks import check_declaration, check_exploration
 
+        by_name: dict[N, list[Move[S, N, A]]] = {}
+        for move in self.moves:
+            by_name.setdefault(move.name, []).append(move)
+        object.__setattr__(self, "_by_name", {n: tuple(rows) for n, rows in by_name.items()})
         check_declaration(self)
         object.__setattr__(self, "_by_pair", {(m.source, m.target): m for m in self.moves})
         tries = {(m.source, m.name): self._guard_tries(m) for m in self.moves}
@@ -261,7 +267,7 @@ class Machine(Generic[S, N, A]):
 
     def named(self, name: N) -> tuple[Move[S, N, A], ...]:
         """Every row of the move `name`, one per source state."""
-        return tuple(m for m in self.moves if m.name == name)
+        return self._by_name.get(name, ())
 
     def phrase(self, axis: str) -> str:
         """How prose states a value on `axis`: "the phase is"."""

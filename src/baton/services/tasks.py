@@ -455,7 +455,13 @@ class TaskService(TaskReader):
 def change_for(name: MoveName, args: MoveArgs, *, by_server: bool = False) -> store.Change:
     """The guarded change a move makes, read off the table (every position it may start from
     and where each goes) and the rules beside it."""
-    steering = {"waiting_on": args.waiting_on} if args.waiting_on is not None else {}
+    return _change_for(name, args.waiting_on, by_server)
+
+
+@functools.cache
+def _change_for(name: MoveName, waiting_on: WaitingOn | None, by_server: bool) -> store.Change:
+    # Made once per move and steering (a handful in all): building it cost a move some 5 µs.
+    steering = {"waiting_on": waiting_on} if waiting_on is not None else {}
     return store.Change(
         kind="moved",
         pairs=HANDOFF.changes(name, steering),
