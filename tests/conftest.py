@@ -23,14 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from broadcaster import Broadcast
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from baton.access.principals import Principal
 from baton.access.tokens import create_token
+from baton.live.backends import PostgresBackend
+from baton.live.hub import EventHub
+from baton.live.logs import TASK_LOG
 from baton.services.tasks import TaskService
 from baton.store import migrate
-from baton.store.db import Database, create_engine
+from baton.store.db import Database, create_engine, libpq_url
 from baton.store.embedded import start_embedded, stop_embedded
+from baton.store.records import EventRecord
 from tests.helpers import World, fresh_database
 
 if TYPE_CHECKING:
@@ -108,6 +113,19 @@ async def db(database_url: str, engine: AsyncEngine) -> AsyncIterator[Database]:
 @pytest.fixture(scope="session")
 def service(db: Database) -> TaskService:
     return TaskService(db)
+
+
+@pytest.fixture
+async def hub(db: Database, database_url: str) -> AsyncIterator[EventHub[EventRecord]]:
+    """The task log's hub on PostgreSQL's LISTEN/NOTIFY, polling only once a minute: what it
+    delivers within a test, it was woken for. (A module may define a `hub` of its own.)"""
+    broadcast = Broadcast(backend=PostgresBackend(libpq_url(database_url)))
+    await broadcast.connect()
+    hub = EventHub(db, broadcast, TASK_LOG, poll_interval=60.0)
+    await hub.start()
+    yield hub
+    await hub.stop()
+    await broadcast.disconnect()
 
 
 @pytest.fixture

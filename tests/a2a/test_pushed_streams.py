@@ -13,25 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
-import pytest
 from a2a.types.a2a_pb2 import TaskState as A2AState
-from broadcaster import Broadcast
 
 from baton.a2a.frames import Frame
 from baton.a2a.handler import BatonHandler, Call
 from baton.access.principals import ADMIN, Principal
-from baton.live.backends import PostgresBackend
 from baton.live.hub import EventHub
-from baton.live.logs import TASK_LOG
 from baton.live.streams import Pushable
 from baton.protocol.handoff import MoveName, TaskState
 from baton.services.context import Context
 from baton.services.runs import RunService
 from baton.services.task_contexts import TaskContexts
 from baton.services.tasks import TaskService
-from baton.store.db import Database, libpq_url
+from baton.store.db import Database
 from baton.store.records import EventRecord
 from tests.a2a.conftest import agent_url
 from tests.a2a.sse import Stream, subscribe
@@ -41,17 +37,6 @@ from tests.live.big_events import until
 
 STREAMS = 4
 CHECKPOINTS = 40
-
-
-@pytest.fixture
-async def hub(db: Database, database_url: str) -> AsyncIterator[EventHub[EventRecord]]:
-    broadcast = Broadcast(backend=PostgresBackend(libpq_url(database_url)))
-    await broadcast.connect()
-    hub = EventHub(db, broadcast, TASK_LOG, poll_interval=60.0)
-    await hub.start()
-    yield hub
-    await hub.stop()
-    await broadcast.disconnect()
 
 
 class Followed:

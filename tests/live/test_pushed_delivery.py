@@ -9,33 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-
-import pytest
-from broadcaster import Broadcast
+from collections.abc import Callable
 
 from baton.access.principals import Principal
-from baton.live.backends import PostgresBackend
 from baton.live.filters import EventFilter
 from baton.live.hub import EventHub
-from baton.live.logs import TASK_LOG
 from baton.protocol.handoff import TaskState
 from baton.services.tasks import TaskService
-from baton.store.db import Database, libpq_url
+from baton.store.db import Database
 from baton.store.records import EventRecord
 from tests.helpers import World, agent, checkpoint
 from tests.live.big_events import until
-
-
-@pytest.fixture
-async def hub(db: Database, database_url: str) -> AsyncIterator[EventHub[EventRecord]]:
-    broadcast = Broadcast(backend=PostgresBackend(libpq_url(database_url)))
-    await broadcast.connect()
-    hub = EventHub(db, broadcast, TASK_LOG, poll_interval=60.0)
-    await hub.start()
-    yield hub
-    await hub.stop()
-    await broadcast.disconnect()
 
 
 class Pushed:
