@@ -28,6 +28,7 @@ CORE = (
     "baton.errors",
     "baton.storable",
     "baton.inputs",
+    "baton.sending",
     "baton.budget",
     "baton.numbers",
     "baton.metrics",

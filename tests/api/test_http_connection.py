@@ -11,13 +11,8 @@ from typing import Any
 
 import pytest
 
-from baton.web.http_connection import (
-    CYCLE_KEY,
-    MAX_WAITING,
-    CorkedHttpToolsProtocol,
-    CorkedTransport,
-    write_chunk,
-)
+from baton.sending import CYCLE_KEY, write_chunk
+from baton.web.http_connection import MAX_WAITING, CorkedHttpToolsProtocol, CorkedTransport
 from tests.helpers import uvicorn_serving
 
 

@@ -90,10 +90,10 @@ from baton.access.grants import TokenCache, bearer
 from baton.errors import InvalidInput, Unavailable
 from baton.inputs import check
 from baton.protocol.task_object import check_handle
+from baton.sending import CYCLE_KEY
 from baton.services.task_contexts import TaskContexts
 from baton.settings import Settings
 from baton.telemetry import requests, spans
-from baton.web.http_connection import CYCLE_KEY
 
 log = logging.getLogger("baton.a2a")
 

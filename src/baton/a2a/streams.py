@@ -50,7 +50,7 @@ from baton.a2a.frames import Frame
 from baton.access.grants import TokenCache
 from baton.errors import Unavailable
 from baton.live.streams import Pushable
-from baton.web.send_now import Waiting, finish_send, send_now
+from baton.sending import Waiting, finish_send, send_now
 
 log = logging.getLogger("baton.a2a")
 
@@ -92,7 +92,7 @@ class _Stream:
     """One open stream: what waits to be written, and how it ends. A frame is written at once
     while the stream is idle (serving, nothing queued, no write waiting, not ending), most of
     the time: uvicorn's `send` returns without waiting unless its write buffer is full
-    (`baton.web.send_now`), so an update pushed from the live fan-out wakes no task. A write
+    (`baton.sending`), so an update pushed from the live fan-out wakes no task. A write
     that would wait is finished by a flusher task, and frames written meanwhile queue behind
     it (at most `limit` bytes besides the one being written); the flusher writes them, then
     the stream's end, and stops once nothing waits."""
@@ -264,7 +264,7 @@ class Streams:
         """A place for a stream of `token`, taken before its operation runs: `Refused` when
         none is free. Served with `serve`, or given back with `release` if the operation
         fails first. `cycle`: the request's uvicorn cycle, if it has one
-        (`baton.web.http_connection.CYCLE_KEY`)."""
+        (`baton.sending.CYCLE_KEY`)."""
         stream = _Stream(self.limits.max_queued_bytes, error, cycle)
         self._take(token, stream)
         return stream

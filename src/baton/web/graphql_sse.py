@@ -53,6 +53,7 @@ from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
 from baton.live.streams import Pushable
+from baton.sending import CYCLE_KEY, Waiting, finish_send, send_now
 from baton.web.graphql_http import (
     GRAPHQL_RESPONSE,
     JSON,
@@ -67,11 +68,9 @@ from baton.web.graphql_http import (
     error_body,
     send_body,
 )
-from baton.web.http_connection import CYCLE_KEY
 from baton.web.metered import graphql_envelope, send_refusal
 from baton.web.outbound import SCOPE_KEY, Account, Ledger, Refusal, admit_answer, carry
 from baton.web.revocation import TokenWatch
-from baton.web.send_now import Waiting, finish_send, send_now
 from baton.web.sse_protocol import COMPLETE, HEADERS, KEEP_ALIVE, accepts, next_event
 
 log = logging.getLogger("baton.sse")

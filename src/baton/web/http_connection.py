@@ -9,12 +9,9 @@ system call. A write that waits holds its bytes for that one turn only (64 KiB a
 close sends what waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands
 the socket's own transport to the WebSocket connection.
 
-A streamed answer's body (an event stream's events) may skip the ASGI `send` chain, whose
-layers (uvicorn's, the front door's, any middleware's) each cost a coroutine per event:
-`write_chunk` writes a chunk of it as uvicorn would, at once (as a WebSocket frame is written:
-a chunk is whole, and waiting for the end of the turn would cost a callback per stream), while
-the answer is under way, chunked and its client keeping up; otherwise it declines and the
-caller sends the ordinary way.
+Each request's scope holds its uvicorn cycle (`baton.sending.CYCLE_KEY`), so that a streamed
+answer's chunk may skip the ASGI `send` chain (`baton.sending.write_chunk`, written with
+`CorkedTransport.write_now`).
 
 Each connection keeps an `Account` of what it holds for its client (`baton.web.outbound`), in
 the scope of every request it serves. Its transport pauses the writer as soon as anything is
@@ -29,16 +26,15 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from baton.sending import CYCLE_KEY
 from baton.web.outbound import SCOPE_KEY, Account, Accounted
 
 # Bytes that may wait for the end of a turn: past this a write leaves at once, so an app that
 # writes a large body without yielding fills the socket's buffer (and meets uvicorn's flow
 # control) as it did before, not this one.
 MAX_WAITING = 64 * 1024
-# The request's own uvicorn cycle, in its ASGI scope (`write_chunk`).
-CYCLE_KEY = "baton.cycle"
 
 
 class CorkedTransport(asyncio.Transport):
@@ -169,31 +165,3 @@ class CorkedHttpToolsProtocol(Accounted, HttpToolsProtocol):
             self.transport = corked.transport
         self.account.close()  # the WebSocket connection keeps its own
         super().handle_websocket_upgrade()
-
-
-def write_chunk(cycle: RequestResponseCycle | None, body: bytes) -> bool:
-    """Write `body` as the next chunk of `cycle`'s answer, as uvicorn's `send` would, when it
-    may go now: the head is out, the answer is chunked and not over, and the client has taken
-    everything before (the writer is not paused). False: nothing written; send it the ordinary
-    way, which waits for the client. Never the last chunk: the end of the answer goes through
-    `send`, which closes the cycle."""
-    if (
-        cycle is None
-        or not body
-        or not cycle.response_started
-        or cycle.response_complete
-        or not cycle.chunked_encoding
-        or cycle.disconnected
-        or cycle.flow.write_paused
-    ):
-        return False
-    transport = cycle.transport
-    chunk = b"%x\r\n%b\r\n" % (len(body), body)
-    if not isinstance(transport, CorkedTransport):
-        transport.write(chunk)
-        return True
-    account = transport.account
-    if account is not None and (account.cut or account.buffered or account.held):
-        return False  # the budgets' way (`baton.web.metered`), through `send`
-    transport.write_now(chunk)
-    return True
