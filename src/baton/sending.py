@@ -7,7 +7,7 @@ cost every stream a switch per event: at 10,000 subscribers the events reached t
 late (bench.live_delivery). A write that does wait is finished by a task of its caller's
 (`finish_send`), which later writes queue behind.
 
-Given the request's uvicorn cycle (in its scope at `CYCLE_KEY`, put there by the connection,
+Given the request's uvicorn cycle (`cycle_of` its scope, where the connection put it,
 `baton.web.http_connection`), a chunk of the body that may go at once skips the `send` chain
 altogether (`write_chunk`): the layers of `send` (uvicorn's, the front door's, any
 middleware's) each cost a coroutine per event, for a chunk uvicorn would write as
@@ -19,14 +19,24 @@ stream.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Generator
 from typing import Any
 
-from starlette.types import Message, Send
+from starlette.types import Message, Scope, Send
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-# The request's own uvicorn cycle, in its ASGI scope.
+# The request's own uvicorn cycle, in its ASGI scope, by a weak reference: the cycle holds the
+# scope, and a strong one would make every request a reference cycle, freed only by the
+# collector.
 CYCLE_KEY = "baton.cycle"
+
+
+def cycle_of(scope: Scope) -> RequestResponseCycle | None:
+    """The uvicorn cycle of the request `scope` belongs to, if its connection keeps one."""
+    ref = scope.get(CYCLE_KEY)
+    return ref() if isinstance(ref, weakref.ref) else None
+
 
 # A write that had to wait: its steps, and what it waits on.
 Waiting = tuple[Generator[Any, None, None], Any]

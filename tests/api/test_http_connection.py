@@ -6,12 +6,14 @@ they may."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from baton.sending import CYCLE_KEY, write_chunk
+from baton.sending import cycle_of, write_chunk
 from baton.web.http_connection import MAX_WAITING, CorkedHttpToolsProtocol, CorkedTransport
 from tests.helpers import uvicorn_serving
 
@@ -136,7 +138,7 @@ async def test_chunks_written_past_send_keep_their_answer_and_order() -> None:
     wrote: list[bool] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        cycle = scope[CYCLE_KEY]
+        cycle = cycle_of(scope)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         wrote.append(write_chunk(cycle, b"a"))
         wrote.append(write_chunk(cycle, b"bb"))
@@ -164,7 +166,7 @@ async def test_write_chunk_declines_where_send_must_answer() -> None:
     declined: dict[str, bool] = {}
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        cycle = scope[CYCLE_KEY]
+        cycle = cycle_of(scope)
         path = scope["path"]
         declined[f"{path} before the head"] = not write_chunk(cycle, b"x")
         headers = [(b"content-length", b"1")] if path == "/sized" else []
@@ -196,7 +198,7 @@ async def test_write_chunk_declines_while_the_client_is_behind() -> None:
     big = b"x" * (16 * 1024 * 1024)  # more than the socket buffers hold
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        cycle = scope[CYCLE_KEY]
+        cycle = cycle_of(scope)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         write = asyncio.create_task(
             send({"type": "http.response.body", "body": big, "more_body": True})
@@ -221,3 +223,32 @@ async def test_write_chunk_declines_while_the_client_is_behind() -> None:
         writer.close()
         await writer.wait_closed()
     assert answers == [False, True]
+
+
+async def test_a_request_s_cycle_is_freed_without_the_collector() -> None:
+    cycles: list[weakref.ref[Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cycle = cycle_of(scope)
+        assert cycle is not None
+        cycles.append(weakref.ref(cycle))
+        del cycle
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x"})
+
+    gc.disable()  # what is freed is freed by its count of references alone
+    try:
+        async with uvicorn_serving(app, http=CorkedHttpToolsProtocol) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(2):
+                writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                await reader.readuntil(b"0\r\n\r\n")
+            await asyncio.sleep(0.05)  # the second request's task is over
+            # The connection holds its latest cycle; the one before is gone: its scope holds
+            # it weakly, so the two make no reference cycle.
+            assert cycles[0]() is None
+            assert cycles[1]() is not None
+            writer.close()
+            await writer.wait_closed()
+    finally:
+        gc.enable()

@@ -90,7 +90,7 @@ from baton.access.grants import TokenCache, bearer
 from baton.errors import InvalidInput, Unavailable
 from baton.inputs import check
 from baton.protocol.task_object import check_handle
-from baton.sending import CYCLE_KEY
+from baton.sending import cycle_of
 from baton.services.task_contexts import TaskContexts
 from baton.settings import Settings
 from baton.telemetry import requests, spans
@@ -464,7 +464,7 @@ class A2ADoor:
             await _error_answer(send, binding, request_id, error, call)
             return
         try:
-            stream = self.streams.open(call.token, render_error, scope.get(CYCLE_KEY))
+            stream = self.streams.open(call.token, render_error, cycle_of(scope))
         except Refused as refused:
             full = InvalidRequestError(refused.message, data={"code": refused.code})
             status = "RESOURCE_EXHAUSTED" if refused.status == 429 else "UNAVAILABLE"

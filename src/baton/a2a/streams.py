@@ -264,7 +264,7 @@ class Streams:
         """A place for a stream of `token`, taken before its operation runs: `Refused` when
         none is free. Served with `serve`, or given back with `release` if the operation
         fails first. `cycle`: the request's uvicorn cycle, if it has one
-        (`baton.sending.CYCLE_KEY`)."""
+        (`baton.sending.cycle_of`)."""
         stream = _Stream(self.limits.max_queued_bytes, error, cycle)
         self._take(token, stream)
         return stream

@@ -53,7 +53,7 @@ from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
 from baton.live.streams import Pushable
-from baton.sending import CYCLE_KEY, Waiting, finish_send, send_now
+from baton.sending import Waiting, cycle_of, finish_send, send_now
 from baton.web.graphql_http import (
     GRAPHQL_RESPONSE,
     JSON,
@@ -195,7 +195,7 @@ class GraphQLSSE:
                 await send_refusal(send, room, graphql_envelope)
                 return
             self.ledger.assign(account, token)
-        stream = _Stream(limits.max_queued_bytes, send, account, scope.get(CYCLE_KEY))
+        stream = _Stream(limits.max_queued_bytes, send, account, cycle_of(scope))
         self._loop = asyncio.get_running_loop()
         self.streams.add(stream)
         self.watch.add(token, stream)

@@ -9,7 +9,7 @@ system call. A write that waits holds its bytes for that one turn only (64 KiB a
 close sends what waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands
 the socket's own transport to the WebSocket connection.
 
-Each request's scope holds its uvicorn cycle (`baton.sending.CYCLE_KEY`), so that a streamed
+Each request's scope holds its uvicorn cycle (`baton.sending.cycle_of`), so that a streamed
 answer's chunk may skip the ASGI `send` chain (`baton.sending.write_chunk`, written with
 `CorkedTransport.write_now`).
 
@@ -23,6 +23,7 @@ are gone.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -156,7 +157,7 @@ class CorkedHttpToolsProtocol(Accounted, HttpToolsProtocol):
         cycle = self.cycle
         # The scope is this request's alone; a pipelined request gets a cycle of its own.
         if cycle is not None and cycle.scope is self.scope:
-            self.scope[CYCLE_KEY] = cycle  # type: ignore[literal-required]
+            self.scope[CYCLE_KEY] = weakref.ref(cycle)  # type: ignore[literal-required]
 
     def handle_websocket_upgrade(self) -> None:
         corked = self.transport
