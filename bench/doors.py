@@ -363,7 +363,9 @@ def rows_of(ops: dict[str, Tally], delivered: dict[str, list[float]]) -> list[di
         else:
             values, bases = delivered[row.key], delivered[row.base]
             figure, spread = statistics.median(values), values
-            ratios = [m / b for m, b in zip(values, bases, strict=True) if b >= 1]
+            # A delivery's figure is a difference of two CPU readings; in a sitting too short
+            # for it, noise can make either side negative, and that pair has no ratio.
+            ratios = [m / b for m, b in zip(values, bases, strict=True) if b >= 1 and m >= 0]
             ratio = f"{statistics.median(ratios):.2f}" if ratios else "n/a"
         out.append(
             {
