@@ -14,12 +14,13 @@ import asyncio
 import enum
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any
 
 import strawberry
 from strawberry.types import Info
 
-from baton.engine.plans import batched
+from baton.engine.plans import batched, reads
 from baton.errors import Forbidden, InvalidInput
 
 
@@ -59,9 +60,71 @@ async def _batch_labels(context: Any, parents: Sequence[Item], prefix: str = "#"
     return [f"{prefix}{p.number}" for p in parents]
 
 
+# Read from the parent without a resolver call (`reads`): the leaves the engine answers a
+# level's parents at a time (`baton.engine.rows`). Most items' values pass its checks; some
+# parents' are ones it leaves to the general path: a value the type's serialiser converts, a
+# null for a non-null field, one no serialiser takes, a getter that raises.
+_ODD_CODES: dict[int, Any] = {3: 3, 5: None, 8: 2.0}
+_ODD_MAYBE: dict[int, Any] = {9: 4.5, 11: True, 13: b"bytes"}
+_ODD_SIZES: dict[int, Any] = {4: 2**40, 6: True, 8: 3.0, 10: "12"}
+_ODD_TINTS: dict[int, Any] = {12: "violet", 14: None}
+_UTC_TIME = datetime(2026, 12, 5, 1, 2, 3, 456789, tzinfo=UTC)
+_ODD_TIMES: dict[int, Any] = {
+    2: datetime(2026, 12, 5, 1, 2, 3),  # naive: written by `isoformat()`
+    15: datetime(2026, 12, 5, 1, 2, 3, tzinfo=timezone(timedelta(hours=2))),
+    16: "not a time",
+}
+
+
+def _code(item: Item) -> Any:
+    if item.number == 7:
+        raise InvalidInput("code", "item 7 has none")
+    return _ODD_CODES.get(item.number, f"c{item.number}")
+
+
+def _maybe_code(item: Item) -> Any:
+    return _ODD_MAYBE.get(item.number, None if item.number % 2 == 0 else f"m{item.number}")
+
+
+def _size(item: Item) -> Any:
+    return _ODD_SIZES.get(item.number, item.number * 1000)
+
+
+def _tint(item: Item) -> Any:
+    return _ODD_TINTS.get(item.number, Color.RED if item.number % 2 else Color.GREEN)
+
+
+def _seen(item: Item) -> Any:
+    return _ODD_TIMES.get(item.number, _UTC_TIME + timedelta(minutes=item.number))
+
+
 @strawberry.type
 class Item(Named):
     number: int
+
+    @strawberry.field(metadata=reads(_code))
+    def code(self) -> str:
+        return _code(self)  # type: ignore[no-any-return]
+
+    @strawberry.field(metadata=reads(_maybe_code))
+    def maybe_code(self) -> str | None:
+        return _maybe_code(self)  # type: ignore[no-any-return]
+
+    @strawberry.field(metadata=reads(_size))
+    def size(self) -> int:
+        return _size(self)  # type: ignore[no-any-return]
+
+    @strawberry.field(metadata=reads(lambda item: item.number % 3 == 0 or None))
+    def flag(self) -> bool | None:
+        return self.number % 3 == 0 or None
+
+    @strawberry.field(metadata=reads(_tint))
+    def tint(self) -> Color:
+        return _tint(self)  # type: ignore[no-any-return]
+
+    @strawberry.field(metadata=reads(_seen))
+    def seen(self) -> datetime | None:
+        return _seen(self)  # type: ignore[no-any-return]
 
     @strawberry.field
     def twice(self) -> int:

@@ -68,6 +68,17 @@ QUERIES: list[tuple[str, dict[str, Any] | None]] = [
     ("{ things { ... on Robot { serial } ... on Item { holes { must } } } }", None),
     ("{ items(first: 5) { a: color b: color twins { number must } } }", None),
     ("{ maybeItem(number: 3) { twins { twins { must } } } }", None),
+    # leaves read from the parent, answered a level at a time until a parent's value is one
+    # for the general path: converted by its serialiser, null where non-null, refused, raised
+    ("{ items(first: 2) { __typename code maybeCode size flag tint seen name number } }", None),
+    ("{ items(first: 20) { number maybeCode flag seen } }", None),
+    ("{ items(first: 20) { maybeCode size } }", None),
+    ("{ items(first: 20) { tint } }", None),
+    ("{ items(first: 6) { code } }", None),
+    ("{ items(first: 9) { a: code b: maybeCode t: __typename } }", None),
+    ("{ item { holes { code size } children(first: 4) { tint seen maybeCode } } }", None),
+    ("{ things { ... on Item { size code } ... on Robot { serial __typename } } }", None),
+    ("{ maybeItem(number: 7) { code } item(number: 16) { seen number } }", None),
     # unions, interfaces, fragments, typenames, aliases, merging
     (
         "{ things { __typename ... on Item { number } ... on Robot { serial } } "

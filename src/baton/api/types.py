@@ -17,7 +17,7 @@ from baton.api.lifecycle import Extra, LifecycleSchema, lifecycle_types, node_ty
 from baton.api.pages import EVENT_PAGE_ARGUMENTS, MAX_PAGE, check_page_size, parse_event_cursor
 from baton.api.wrap import wrapped
 from baton.engine.cost import checked, list_size, parses
-from baton.engine.plans import batched
+from baton.engine.plans import batched, reads
 from baton.engine.selection import Selection
 from baton.errors import InvalidInput
 from baton.live.filters import MAX_FILTER_VALUES
@@ -70,7 +70,7 @@ class Packet:
         made.data = p
         return made
 
-    @strawberry.field
+    @strawberry.field(metadata=reads(lambda packet: packet.data["task"]))
     def task(self) -> str:
         return cast(str, self.data["task"])
 
@@ -298,7 +298,7 @@ class Task:
     requester = reader("record.requester", str)
     assignee = reader("record.assignee", str)
 
-    @strawberry.field
+    @strawberry.field(metadata=reads(lambda task: Packet.of(task.record.packet)))
     def packet(self) -> Packet:
         return Packet.of(self.record.packet)
 

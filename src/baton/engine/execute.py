@@ -37,6 +37,7 @@ from graphql.pyutils import is_iterable
 
 from baton.engine.leaves import weight
 from baton.engine.plans import Compiler, FieldPlan, Kind, TypePlan
+from baton.engine.rows import compile_fill
 from baton.engine.selection import Selection
 from baton.errors import BatonError
 
@@ -311,6 +312,8 @@ async def complete_objects(
         return results
     fetched: list[Any] = []
     pending: list[int] = []
+    if plan.plain:
+        _plain(run, plan, sources, paths, results)
     others = plan.others
     for n, fplan in enumerate(plan.leaves):
         if not _leaf(run, fplan, sources, paths, results):
@@ -335,12 +338,42 @@ async def complete_objects(
     return results
 
 
+def _plain(
+    run: Run, plan: TypePlan, sources: Sequence[Any], paths: Positions, results: list[Any]
+) -> None:
+    """`plan`'s plain leaves for every parent: by its `fill` while their values pass its
+    checks, by `_leaf` from the first parent whose do not (see `baton.engine.rows`)."""
+    fill = plan.fill
+    if fill is None:
+        fill = plan.fill = compile_fill(plan.plain, run.compiler)
+    done, weighed = fill(sources, results)
+    if done < len(sources):
+        rest, answers = sources[done:], results[done:]
+        at = _Picked(paths.__getitem__, list(range(done, len(sources))))
+        fields = iter(weighed)
+        for fplan in plan.plain:
+            assert fplan.leaf is not None
+            so_far = next(fields) if run.compiler.weighs(fplan.leaf[0]) else None
+            _leaf(run, fplan, rest, at, answers, so_far)
+        results[done:] = answers  # with the failures of non-null fields in their places
+        return
+    for values in weighed:
+        if values:
+            run.charge(weight(values))
+
+
 def _leaf(
-    run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Positions, results: list[Any]
+    run: Run,
+    plan: FieldPlan,
+    sources: Sequence[Any],
+    paths: Positions,
+    results: list[Any],
+    weighed_before: list[Any] | None = None,
 ) -> bool:
     """A leaf field (`FieldPlan.leaf`) for every parent in one pass: got, checked for null,
     serialised and placed, with the errors and nulls of the general path (`_fetch`, `complete`,
-    `_place`) exactly. False, having done nothing, when its arguments do not convert."""
+    `_place`) exactly. False, having done nothing, when its arguments do not convert.
+    `weighed_before`: the field's weighed values for earlier parents, charged with these."""
     assert plan.leaf is not None
     named, non_null = plan.leaf
     kind = plan.kind
@@ -362,7 +395,9 @@ def _leaf(
     typename = plan.parent.name if kind is Kind.TYPENAME else None
     serialize = run.compiler.serializer(named)
     key = plan.key
-    weighed: list[Any] | None = [] if run.compiler.weighs(named) else None
+    weighed: list[Any] | None = None
+    if run.compiler.weighs(named):
+        weighed = [] if weighed_before is None else weighed_before
     for i, source in enumerate(sources):
         try:
             if typename is not None:

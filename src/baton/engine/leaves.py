@@ -16,10 +16,15 @@ from graphql import GraphQLEnumType, GraphQLScalarType
 
 Serialize = Callable[[Any], Any]
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+# GraphQL's Int: a signed 32-bit integer.
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 
-def serializer(type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
+def serializer(
+    type_: GraphQLScalarType | GraphQLEnumType, by_member: dict[int, str] | None = None
+) -> Serialize:
+    """`type_`'s serialiser. For an enum, `by_member` is where it keeps the names of the
+    members it has seen, by `id()` (see below), for a caller that looks them up itself."""
     slow = type_.serialize
     if isinstance(type_, GraphQLEnumType):
         names: dict[Any, str] = {}
@@ -28,7 +33,8 @@ def serializer(type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
         # Members seen, by identity: `id()` and one dict look-up, where `isinstance` and the
         # `value` property cost three times that for every value of every row. Only members
         # go in, and a member lives as long as its class, so an id here is never reused.
-        by_member: dict[int, str] = {}
+        if by_member is None:
+            by_member = {}
 
         def enum(value: Any) -> Any:
             found = by_member.get(id(value))
@@ -49,7 +55,7 @@ def serializer(type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
         return lambda value: value if type(value) is bool else slow(value)
     if name == "Int":
         return lambda value: (
-            value if type(value) is int and _INT_MIN <= value <= _INT_MAX else slow(value)
+            value if type(value) is int and INT_MIN <= value <= INT_MAX else slow(value)
         )
     if name == "DateTime":
         return _date_time(slow)

@@ -155,15 +155,24 @@ class TypePlan:
     key_bytes: int = 0
     # An answer before its fields are placed: the keys in selection order, each None.
     template: dict[str, None] = field(default_factory=dict)
-    # The fields answered in one pass (see `FieldPlan.leaf`), and the rest.
+    # The leaves read from the parent (an attribute, or `__typename`): answered together for
+    # each parent by `fill`, made at first use (`baton.engine.rows`).
+    plain: list[FieldPlan] = field(default_factory=list)
+    fill: Callable[[Sequence[Any], list[Any]], tuple[int, list[list[Any]]]] | None = None
+    # The other fields answered in one pass each (see `FieldPlan.leaf`), and the rest.
     leaves: list[FieldPlan] = field(default_factory=list)
     others: list[FieldPlan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.key_bytes = sum(len(key) + 4 for key in self.keys) + 2
         self.template = dict.fromkeys(self.keys)
-        self.leaves = [f for f in self.fields if f.leaf is not None]
+        self.plain = [f for f in self.fields if _is_plain(f)]
+        self.leaves = [f for f in self.fields if f.leaf is not None and not _is_plain(f)]
         self.others = [f for f in self.fields if f.leaf is None]
+
+
+def _is_plain(plan: FieldPlan) -> bool:
+    return plan.leaf is not None and plan.kind in (Kind.ATTRIBUTE, Kind.TYPENAME)
 
 
 class Compiler:
@@ -182,6 +191,7 @@ class Compiler:
         self.variables = variables
         self._abstract: dict[GraphQLAbstractType, dict[type, GraphQLObjectType]] = {}
         self._serializers: dict[GraphQLNamedType, Serialize] = {}
+        self._members: dict[GraphQLNamedType, dict[int, str]] = {}
         self._weighed: dict[GraphQLNamedType, bool] = {}
         self._converters: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
@@ -195,7 +205,14 @@ class Compiler:
     def serializer(self, type_: GraphQLScalarType | GraphQLEnumType) -> Serialize:
         found = self._serializers.get(type_)
         if found is None:
-            found = self._serializers[type_] = serializer(type_)
+            found = self._serializers[type_] = serializer(type_, self.members(type_))
+        return found
+
+    def members(self, type_: GraphQLScalarType | GraphQLEnumType) -> dict[int, str]:
+        """The names of the members of enum `type_` its serialiser has seen, by `id()`."""
+        found = self._members.get(type_)
+        if found is None:
+            found = self._members[type_] = {}
         return found
 
     def type_plan(self, runtime_type: GraphQLObjectType, selection_sets: list[Any]) -> TypePlan:

@@ -1,0 +1,78 @@
+"""A level's plain leaves answered by the function made for its plan (`baton.engine.rows`)
+are answered as the general per-field path (`_leaf`) answers them: the same data, the same
+errors, and the same bytes charged to the response's budget, also where the made function
+stops partway through a level and leaves the rest to that path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from baton.engine import plans
+from baton.engine.errors import formatted
+from baton.engine.execute import Run, root
+from baton.engine.limits import DEFAULT_LIMITS
+from baton.engine.runner import Engine, Outcome, Request
+from tests.engine.synthetic import SYNTHETIC, Item, Ledger
+
+QUERIES = [
+    # every parent's values pass: the made function answers the whole level
+    "{ items(first: 2) { __typename code maybeCode size flag tint seen name number } }",
+    "{ item { children(first: 4) { name code } } }",
+    # it stops partway (a converted value, a null where non-null, a refused value, a raise)
+    "{ items(first: 20) { number maybeCode flag seen } }",
+    "{ items(first: 20) { maybeCode size } }",
+    "{ items(first: 20) { name tint } }",
+    "{ items(first: 9) { a: code b: maybeCode t: __typename } }",
+    "{ item { holes { code size } } maybeItem(number: 7) { code } }",
+]
+
+BUDGET = 10**9
+
+
+async def _answer(query: str) -> tuple[dict[str, Any], int]:
+    engine = Engine(SYNTHETIC, DEFAULT_LIMITS)
+    ready = await engine._ready(Request(query))
+    assert not isinstance(ready, Outcome), ready
+    assert ready.plan is not None and ready.compiler is not None
+    run = Run(ready.compiler, Ledger(), ready.variables, BUDGET)
+    data = await root(run, ready.plan, serial=False)
+    return {"data": data, "errors": formatted(run.errors)}, BUDGET - run.bytes_left
+
+
+@pytest.mark.parametrize("query", QUERIES)
+async def test_plain_leaves_answer_and_charge_as_the_general_path_does(
+    query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = await _answer(query)
+    with monkeypatch.context() as patched:
+        # Every leaf through `_leaf`, as before there was a made function.
+        patched.setattr(plans, "_is_plain", lambda plan: False)
+        general = await _answer(query)
+    assert made == general
+    assert made[1] > 0
+
+
+async def test_the_made_function_answers_parents_until_one_needs_the_general_path() -> None:
+    engine = Engine(SYNTHETIC, DEFAULT_LIMITS)
+    ready = await engine._ready(Request("{ items { code size tint } }"))
+    assert not isinstance(ready, Outcome)
+    assert ready.plan is not None and ready.compiler is not None
+    run = Run(ready.compiler, Ledger(), ready.variables, BUDGET)
+    await root(run, ready.plan, serial=False)
+    [items] = ready.plan.fields
+    child = items.child(items.return_type.of_type.of_type.of_type)  # type: ignore[attr-defined]
+    assert [f.key for f in child.plain] == ["code", "size", "tint"] and not child.leaves
+    assert child.fill is not None
+    parents = [Item(name="i", number=n) for n in (1, 2, 4, 5)]
+    answers = [child.template.copy() for _ in parents]
+    done, weighed = child.fill(parents, answers)
+    # Item 4's size is over Int's range: the pass stops there, having answered the first two.
+    assert done == 2
+    assert answers[:2] == [
+        {"code": "c1", "size": 1000, "tint": "RED"},
+        {"code": "c2", "size": 2000, "tint": "GREEN"},
+    ]
+    assert answers[2:] == [{"code": None, "size": None, "tint": None}] * 2
+    assert weighed == [["c1", "c2"]]  # `code` is a String, weighed; Int and enums are not
