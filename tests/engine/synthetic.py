@@ -98,9 +98,27 @@ def _seen(item: Item) -> Any:
     return _ODD_TIMES.get(item.number, _UTC_TIME + timedelta(minutes=item.number))
 
 
+def _twin(item: Item) -> Item | None:
+    if item.number == 17:
+        return None  # for a non-null object
+    return Item(name=f"twin {item.number}", number=item.number + 100)
+
+
+def _maybe_twin(item: Item) -> Item | None:
+    return None if item.number % 4 == 0 else Item(name="maybe", number=item.number + 200)
+
+
 @strawberry.type
 class Item(Named):
     number: int
+
+    @strawberry.field(metadata=reads(_twin))
+    def twin(self) -> Item:
+        return _twin(self)  # type: ignore[return-value]
+
+    @strawberry.field(metadata=reads(_maybe_twin))
+    def maybe_twin(self) -> Item | None:
+        return _maybe_twin(self)
 
     @strawberry.field(metadata=reads(_code))
     def code(self) -> str:

@@ -79,6 +79,13 @@ QUERIES: list[tuple[str, dict[str, Any] | None]] = [
     ("{ item { holes { code size } children(first: 4) { tint seen maybeCode } } }", None),
     ("{ things { ... on Item { size code } ... on Robot { serial __typename } } }", None),
     ("{ maybeItem(number: 7) { code } item(number: 16) { seen number } }", None),
+    # objects read from the parent, built in the same pass, down to their own leaves
+    ("{ items(first: 3) { twin { code size maybeTwin { tint seen __typename } } } }", None),
+    ("{ items(first: 20) { name twin { code size maybeTwin { tint seen } } } }", None),
+    ("{ items(first: 20) { maybeTwin { maybeCode flag } } }", None),
+    ("{ items(first: 20) { maybeTwin { twin { number } } } }", None),
+    ("{ item(number: 17) { name } maybeItem(number: 17) { twin { name } } }", None),
+    ("{ items(first: 5) { twin { name must } maybeTwin { later } } }", None),
     # unions, interfaces, fragments, typenames, aliases, merging
     (
         "{ things { __typename ... on Item { number } ... on Robot { serial } } "

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from baton.engine import plans
+from baton.engine import rows
 from baton.engine.errors import formatted
 from baton.engine.execute import Run, root
 from baton.engine.limits import DEFAULT_LIMITS
@@ -26,6 +26,9 @@ QUERIES = [
     "{ items(first: 20) { name tint } }",
     "{ items(first: 9) { a: code b: maybeCode t: __typename } }",
     "{ item { holes { code size } } maybeItem(number: 7) { code } }",
+    # objects built in the same pass, and the general path from where it stopped
+    "{ items(first: 20) { name twin { code size maybeTwin { tint seen } } } }",
+    "{ items(first: 20) { maybeTwin { maybeCode flag twin { t: __typename number } } } }",
 ]
 
 BUDGET = 10**9
@@ -47,8 +50,8 @@ async def test_plain_leaves_answer_and_charge_as_the_general_path_does(
 ) -> None:
     made = await _answer(query)
     with monkeypatch.context() as patched:
-        # Every leaf through `_leaf`, as before there was a made function.
-        patched.setattr(plans, "_is_plain", lambda plan: False)
+        # Every field by the general path, as before there was a made function.
+        patched.setattr(rows, "_takes", lambda plan: False)
         general = await _answer(query)
     assert made == general
     assert made[1] > 0
@@ -63,11 +66,12 @@ async def test_the_made_function_answers_parents_until_one_needs_the_general_pat
     await root(run, ready.plan, serial=False)
     [items] = ready.plan.fields
     child = items.child(items.return_type.of_type.of_type.of_type)  # type: ignore[attr-defined]
-    assert [f.key for f in child.plain] == ["code", "size", "tint"] and not child.leaves
-    assert child.fill is not None
+    assert child.made is not None and child.made.fill is not None
+    assert [f.key for f in child.made.inline] == ["code", "size", "tint"]
+    assert not child.made.leaves and not child.made.others
     parents = [Item(name="i", number=n) for n in (1, 2, 4, 5)]
     answers = [child.template.copy() for _ in parents]
-    done, weighed = child.fill(parents, answers)
+    done, weighed, keys = child.made.fill(parents, answers)
     # Item 4's size is over Int's range: the pass stops there, having answered the first two.
     assert done == 2
     assert answers[:2] == [
@@ -75,4 +79,22 @@ async def test_the_made_function_answers_parents_until_one_needs_the_general_pat
         {"code": "c2", "size": 2000, "tint": "GREEN"},
     ]
     assert answers[2:] == [{"code": None, "size": None, "tint": None}] * 2
-    assert weighed == [["c1", "c2"]]  # `code` is a String, weighed; Int and enums are not
+    assert weighed == ["c1", "c2"]  # `code` is a String, weighed; Int and enums are not
+    assert keys == 0  # it built no object below the level
+
+
+async def test_an_object_read_from_its_parent_is_built_in_the_same_pass() -> None:
+    engine = Engine(SYNTHETIC, DEFAULT_LIMITS)
+    ready = await engine._ready(Request("{ items { name twin { t: __typename code } } }"))
+    assert not isinstance(ready, Outcome)
+    assert ready.plan is not None and ready.compiler is not None
+    run = Run(ready.compiler, Ledger(), ready.variables, BUDGET)
+    data = await root(run, ready.plan, serial=False)
+    [items] = ready.plan.fields
+    child = items.child(items.return_type.of_type.of_type.of_type)  # type: ignore[attr-defined]
+    assert child.made is not None and [f.key for f in child.made.inline] == ["name", "twin"]
+    assert data == {
+        "items": [
+            {"name": f"item {n}", "twin": {"t": "Item", "code": f"c{n + 100}"}} for n in range(1, 5)
+        ]
+    }

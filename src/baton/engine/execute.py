@@ -37,7 +37,7 @@ from graphql.pyutils import is_iterable
 
 from baton.engine.leaves import weight
 from baton.engine.plans import Compiler, FieldPlan, Kind, TypePlan
-from baton.engine.rows import compile_fill
+from baton.engine.rows import made_for
 from baton.engine.selection import Selection
 from baton.errors import BatonError
 
@@ -310,18 +310,45 @@ async def complete_objects(
             if any(type(r) is Failure for r in results):
                 break  # the response is null: run no later mutation the client is not told of
         return results
-    fetched: list[Any] = []
-    pending: list[int] = []
-    if plan.plain:
-        _plain(run, plan, sources, paths, results)
-    others = plan.others
-    for n, fplan in enumerate(plan.leaves):
+    made = plan.made
+    if made is None:
+        made = plan.made = made_for(plan, run.compiler)
+    if made.fill is not None:
+        done, weighed, keys = made.fill(sources, results)
+        if weighed:
+            run.charge(weight(weighed))
+        run.charge(keys)
+        if done < count:  # the rest by the general path, from the parent it stopped at
+            rest = results[done:]
+            at = _Picked(paths.__getitem__, list(range(done, count)))
+            inline = made.inline
+            leaves = [f for f in inline if f.leaf is not None]
+            objects = [f for f in inline if f.leaf is None]
+            await _general(run, leaves, objects, sources[done:], at, rest)
+            results[done:] = rest  # with the failures of non-null fields in their places
+    if made.leaves or made.others:
+        await _general(run, made.leaves, made.others, sources, paths, results)
+    return results
+
+
+async def _general(
+    run: Run,
+    leaves: list[FieldPlan],
+    others: list[FieldPlan],
+    sources: Sequence[Any],
+    paths: Positions,
+    results: list[Any],
+) -> None:
+    """`leaves` and `others` of every parent, field by field, into `results`."""
+    for n, fplan in enumerate(leaves):
         if not _leaf(run, fplan, sources, paths, results):
             # arguments that do not convert: the general path reports it, for this field on
-            others = [*plan.leaves[n:], *plan.others]
+            others = [*leaves[n:], *others]
             break
     if not others:
-        return results
+        return
+    fetched: list[Any] = []
+    pending: list[int] = []
     for index, fplan in enumerate(others):
         values = _fetch(run, fplan, sources, paths)
         if inspect.isawaitable(values):
@@ -335,45 +362,14 @@ async def complete_objects(
             fetched[index] = values
     for fplan, values in zip(others, fetched, strict=True):
         await _place(run, fplan, values, paths, results)
-    return results
-
-
-def _plain(
-    run: Run, plan: TypePlan, sources: Sequence[Any], paths: Positions, results: list[Any]
-) -> None:
-    """`plan`'s plain leaves for every parent: by its `fill` while their values pass its
-    checks, by `_leaf` from the first parent whose do not (see `baton.engine.rows`)."""
-    fill = plan.fill
-    if fill is None:
-        fill = plan.fill = compile_fill(plan.plain, run.compiler)
-    done, weighed = fill(sources, results)
-    if done < len(sources):
-        rest, answers = sources[done:], results[done:]
-        at = _Picked(paths.__getitem__, list(range(done, len(sources))))
-        fields = iter(weighed)
-        for fplan in plan.plain:
-            assert fplan.leaf is not None
-            so_far = next(fields) if run.compiler.weighs(fplan.leaf[0]) else None
-            _leaf(run, fplan, rest, at, answers, so_far)
-        results[done:] = answers  # with the failures of non-null fields in their places
-        return
-    for values in weighed:
-        if values:
-            run.charge(weight(values))
 
 
 def _leaf(
-    run: Run,
-    plan: FieldPlan,
-    sources: Sequence[Any],
-    paths: Positions,
-    results: list[Any],
-    weighed_before: list[Any] | None = None,
+    run: Run, plan: FieldPlan, sources: Sequence[Any], paths: Positions, results: list[Any]
 ) -> bool:
     """A leaf field (`FieldPlan.leaf`) for every parent in one pass: got, checked for null,
     serialised and placed, with the errors and nulls of the general path (`_fetch`, `complete`,
-    `_place`) exactly. False, having done nothing, when its arguments do not convert.
-    `weighed_before`: the field's weighed values for earlier parents, charged with these."""
+    `_place`) exactly. False, having done nothing, when its arguments do not convert."""
     assert plan.leaf is not None
     named, non_null = plan.leaf
     kind = plan.kind
@@ -395,9 +391,7 @@ def _leaf(
     typename = plan.parent.name if kind is Kind.TYPENAME else None
     serialize = run.compiler.serializer(named)
     key = plan.key
-    weighed: list[Any] | None = None
-    if run.compiler.weighs(named):
-        weighed = [] if weighed_before is None else weighed_before
+    weighed: list[Any] | None = [] if run.compiler.weighs(named) else None
     for i, source in enumerate(sources):
         try:
             if typename is not None:

@@ -84,10 +84,11 @@ def weighed(type_: GraphQLScalarType | GraphQLEnumType) -> bool:
 
 
 def weight(values: list[Any]) -> int:
-    """The bytes `values` (serialised leaves) take in the response, as JSON: one encoding
-    for a whole level. A value orjson cannot encode (it fails later, as a field error) or a
-    failed position counts nothing."""
+    """The bytes `values` (serialised leaves) take in the response, as JSON: each value's
+    encoding and one separator, so that values weighed together or apart weigh the same. One
+    encoding for all of them. A value orjson cannot encode (it fails later, as a field error)
+    or a failed position counts nothing."""
     try:
-        return len(orjson.dumps(values))
+        return len(orjson.dumps(values)) - 1  # `[a,b]`: a, b, a comma and a bracket each
     except TypeError:
         return sum(weight([v]) for v in values if type(v) in (str, int, float, bool, dict, list))

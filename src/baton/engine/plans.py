@@ -17,7 +17,7 @@ import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from graphql import (
     FieldNode,
@@ -45,6 +45,9 @@ from baton.engine.arguments import field_converter
 from baton.engine.fields import collect
 from baton.engine.leaves import Serialize, serializer, weighed
 from baton.engine.selection import Selection
+
+if TYPE_CHECKING:
+    from baton.engine.rows import Made
 
 DEFINITION = "strawberry-definition"
 # Key in a Strawberry field's `metadata` naming its batch resolver (see `batched`).
@@ -155,24 +158,17 @@ class TypePlan:
     key_bytes: int = 0
     # An answer before its fields are placed: the keys in selection order, each None.
     template: dict[str, None] = field(default_factory=dict)
-    # The leaves read from the parent (an attribute, or `__typename`): answered together for
-    # each parent by `fill`, made at first use (`baton.engine.rows`).
-    plain: list[FieldPlan] = field(default_factory=list)
-    fill: Callable[[Sequence[Any], list[Any]], tuple[int, list[list[Any]]]] | None = None
-    # The other fields answered in one pass each (see `FieldPlan.leaf`), and the rest.
+    # The fields answered in one pass (see `FieldPlan.leaf`), and the rest.
     leaves: list[FieldPlan] = field(default_factory=list)
     others: list[FieldPlan] = field(default_factory=list)
+    # How a level is answered, made at first use (`baton.engine.rows`).
+    made: Made | None = None
 
     def __post_init__(self) -> None:
         self.key_bytes = sum(len(key) + 4 for key in self.keys) + 2
         self.template = dict.fromkeys(self.keys)
-        self.plain = [f for f in self.fields if _is_plain(f)]
-        self.leaves = [f for f in self.fields if f.leaf is not None and not _is_plain(f)]
+        self.leaves = [f for f in self.fields if f.leaf is not None]
         self.others = [f for f in self.fields if f.leaf is None]
-
-
-def _is_plain(plan: FieldPlan) -> bool:
-    return plan.leaf is not None and plan.kind in (Kind.ATTRIBUTE, Kind.TYPENAME)
 
 
 class Compiler:
