@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import select
+import socket
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
@@ -132,6 +134,34 @@ async def test_keep_alive_answers_arrive_whole_and_in_order(server: int) -> None
     assert answers == [b"1\r\na\r\n1\r\nb\r\n0\r\n\r\n"] * 3
     writer.close()
     await writer.wait_closed()
+
+
+async def test_a_complete_answer_leaves_before_the_rest_of_its_task_runs() -> None:
+    """The answer is written when its last part is sent, not at the end of the turn: what
+    its task does after that (here, wait for the client's socket, the loop blocked) does not
+    hold it back."""
+    client: list[socket.socket] = []
+    arrived: list[bytes] = []
+    done = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+        readable, _, _ = select.select(client, [], [], 2.0)  # blocks the loop, on purpose
+        arrived.append(client[0].recv(4096) if readable else b"")
+        done.set()
+
+    async with uvicorn_serving(app, http=CorkedHttpToolsProtocol) as port:
+        sock = socket.create_connection(("127.0.0.1", port))
+        client.append(sock)
+        try:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await asyncio.wait_for(done.wait(), 10)
+        finally:
+            sock.close()
+    [answer] = arrived
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nok")
 
 
 async def test_chunks_written_past_send_keep_their_answer_and_order() -> None:

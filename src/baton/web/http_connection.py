@@ -5,9 +5,10 @@ the body when it sends `http.response.body`: two `send()` system calls for every
 on a loopback or LAN socket each carries its bytes through the kernel's TCP path and wakes the
 reader. Here a connection's writes wait for the end of the event loop's current turn and go
 out together, so an answer sent within one turn (every GraphQL answer over HTTP) costs one
-system call. A write that waits holds its bytes for that one turn only (64 KiB at most), and a
-close sends what waits first. The ASGI behaviour is uvicorn's own; a WebSocket upgrade hands
-the socket's own transport to the WebSocket connection.
+system call. A write that waits holds its bytes for that one turn only (64 KiB at most), or
+until its answer is complete, whichever comes first; a close sends what waits first. The ASGI
+behaviour is uvicorn's own; a WebSocket upgrade hands the socket's own transport to the
+WebSocket connection.
 
 Each request's scope holds its uvicorn cycle (`baton.sending.cycle_of`), so that a streamed
 answer's chunk may skip the ASGI `send` chain (`baton.sending.write_chunk`, written with
@@ -158,6 +159,14 @@ class CorkedHttpToolsProtocol(Accounted, HttpToolsProtocol):
         # The scope is this request's alone; a pipelined request gets a cycle of its own.
         if cycle is not None and cycle.scope is self.scope:
             self.scope[CYCLE_KEY] = weakref.ref(cycle)  # type: ignore[literal-required]
+
+    def on_response_complete(self) -> None:
+        # The answer is whole: it leaves now, head and body in one write, not at the end of
+        # the turn, after the rest of its request's task has run and freed what it made.
+        corked = self.transport
+        if isinstance(corked, CorkedTransport):
+            corked.flush()
+        super().on_response_complete()
 
     def handle_websocket_upgrade(self) -> None:
         corked = self.transport
