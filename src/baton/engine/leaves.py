@@ -89,6 +89,6 @@ def weight(values: list[Any]) -> int:
     encoding for all of them. A value orjson cannot encode (it fails later, as a field error)
     or a failed position counts nothing."""
     try:
-        return len(orjson.dumps(values)) - 1  # `[a,b]`: a, b, a comma and a bracket each
+        return len(orjson.dumps(values)) - 1  # `[a,b]` less a bracket: each value and one more
     except TypeError:
         return sum(weight([v]) for v in values if type(v) in (str, int, float, bool, dict, list))
