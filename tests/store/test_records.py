@@ -198,6 +198,30 @@ async def test_some_packet_keys_read_as_text_are_the_object_of_those_keys(db: Da
     assert orjson.loads(empty) == {}
 
 
+async def test_string_packet_keys_are_each_read_as_their_own_text(db: Database) -> None:
+    """A read of only the packet's string keys takes each one's text from the database as it
+    is (`->>`), no JSON written there and decoded here: the record's packet holds exactly those
+    keys, their strings whatever they hold (quotes, backslashes, other scripts, a newline, an
+    empty one), null for one the packet lacks; and their bytes are spent from the budget."""
+    packet = {"task": 'say "hi" \\ then \u00e9t\u00e9 \U0001f600 \n done', "context": ""}
+    keys = frozenset({"task", "context", "deliverable_type"})
+    assert keys <= tasks.STRING_PACKET_KEYS
+    reads = tasks.TaskReads(json=False, scalars=frozenset(), packet_keys=keys)
+    sql = (
+        f"SELECT {tasks._columns('t', reads)} FROM (SELECT 'x'::text AS id, $1::jsonb AS packet) t"
+    )
+    async with db.connection() as conn:
+        row = await conn.fetchrow(sql, packet)
+    assert row is not None
+    assert sorted(row.keys()) == ["id", "packet_context", "packet_deliverable_type", "packet_task"]
+    [record] = tasks._records([row], reads)
+    assert record.packet == {**packet, "deliverable_type": None}
+    with request_budget(1000, len(packet["task"]) // 2), pytest.raises(TooMuchWork):
+        tasks._records([row], reads)
+    with pytest.raises(Unread):
+        _ = record.result
+
+
 async def test_a_read_of_some_scalars_leaves_updated_at_out_unless_asked(
     db: Database, world: World
 ) -> None:

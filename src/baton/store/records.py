@@ -203,12 +203,18 @@ class TaskRecord:
         return _made(cls, fields)
 
     @staticmethod
-    def reader_of(columns: frozenset[str], *, packet: bool = False) -> Callable[[Row], TaskRecord]:
+    def reader_of(
+        columns: frozenset[str],
+        *,
+        packet: bool = False,
+        packet_strings: frozenset[str] | None = None,
+    ) -> Callable[[Row], TaskRecord]:
         """How a record is made from a row of some scalar columns only (`columns` and `id`)
         and, with `packet`, its packet as text (`packet_text`, perhaps only some of its
-        keys), for a reader that answers nothing else: reading another field raises
-        `Unread`."""
-        return _partial_reader(columns | {"id"}, packet)
+        keys), or with `packet_strings` those keys of it, each a string in its own column
+        (`packet_<key>`), for a reader that answers nothing else: reading another field
+        raises `Unread`."""
+        return _partial_reader(columns | {"id"}, packet, packet_strings)
 
     def keep_depends_on(self, depends_on: list[str]) -> None:
         """Answer `depends_on` with the row's own column (read beside the record) rather than
@@ -248,7 +254,9 @@ _CONVERTED: dict[str, Callable[[Any], Any]] = {
 
 
 @functools.cache
-def _partial_reader(columns: frozenset[str], packet: bool) -> Callable[[Row], TaskRecord]:
+def _partial_reader(
+    columns: frozenset[str], packet: bool, strings: frozenset[str] | None = None
+) -> Callable[[Row], TaskRecord]:
     # One function per set of columns, its fields written out: a comprehension over the
     # columns and a loop over the converted ones cost twice as much for every row of a page.
     names: dict[str, Any] = {"new": _new, "TaskRecord": TaskRecord, "UNREAD": UNREAD}
@@ -262,7 +270,17 @@ def _partial_reader(columns: frozenset[str], packet: bool) -> Callable[[Row], Ta
             value = f"convert_{column}({value})"
         parts.append(f"{column!r}: {value}")
     names["NO_JSON"] = _NO_JSON
-    parts.append("'_json': (row['packet_text'], UNREAD, UNREAD)" if packet else "'_json': NO_JSON")
+    if strings is not None:  # the packet itself, in the record's dict: never decoded
+        keys = sorted(strings)
+        if not all(key.isidentifier() for key in keys):
+            raise ValueError(f"not packet keys: {keys!r}")
+        packet_dict = ", ".join(f"{key!r}: row['packet_{key}']" for key in keys)
+        parts.append(f"'packet': {{{packet_dict}}}")
+        parts.append("'_json': NO_JSON")
+    elif packet:
+        parts.append("'_json': (row['packet_text'], UNREAD, UNREAD)")
+    else:
+        parts.append("'_json': NO_JSON")
     source = (
         "def read(row):\n"
         "    made = new(TaskRecord)\n"

@@ -100,9 +100,19 @@ def _selected(table: str, reads: TaskReads) -> list[tuple[str, str, str]]:
     ]
     if reads.depends_on:
         selected.append((f"{table}.depends_on", "depends_on", "depends_on"))
-    if not reads.json and reads.packet_keys is not None:
-        selected.append((_packet_object(table, reads.packet_keys), "packet_text", "packet"))
+    keys = reads.packet_keys
+    if not reads.json and keys is not None:
+        if keys and keys <= STRING_PACKET_KEYS:
+            # Each one's text as it is: no JSON written here to be decoded there.
+            for key in sorted(keys):
+                selected.append((f"{table}.packet->>'{key}'", f"packet_{key}", "packet"))
+        else:
+            selected.append((_packet_object(table, keys), "packet_text", "packet"))
     return selected
+
+
+# The packet's keys whose values are strings (the task object's schema holds them so).
+STRING_PACKET_KEYS = frozenset({"task", "deliverable_type", "context"})
 
 
 def _packet_object(table: str, keys: frozenset[str]) -> str:
@@ -137,7 +147,7 @@ def _columns(table: str, reads: TaskReads = ALL) -> str:
 def _sources(table: str, reads: TaskReads) -> str:
     """The stored columns of `table` that `_columns(…, reads)` is made from: what a subquery
     passes on for an outer query to select from with `_columns`."""
-    return ", ".join(f"{table}.{source}" for _, _, source in _selected(table, reads))
+    return ", ".join(dict.fromkeys(f"{table}.{source}" for _, _, source in _selected(table, reads)))
 
 
 TASKS = Layout(
@@ -169,10 +179,15 @@ def _records(rows: Sequence[Any], reads: TaskReads = ALL) -> list[TaskRecord]:
     elif reads.scalars is None and reads.packet_keys is None:
         records = [TaskRecord.from_scalar_row(r) for r in rows]
     else:
-        packet = reads.packet_keys is not None
-        if packet:
+        keys = reads.packet_keys
+        strings = keys if keys and keys <= STRING_PACKET_KEYS else None
+        if strings is not None:
+            _spend_text(rows, tuple(f"packet_{key}" for key in sorted(strings)))
+        elif keys is not None:
             _spend_text(rows, ("packet_text",))
-        read = TaskRecord.reader_of(reads.scalar_columns(), packet=packet)
+        read = TaskRecord.reader_of(
+            reads.scalar_columns(), packet=keys is not None, packet_strings=strings
+        )
         records = [read(r) for r in rows]
     if reads.depends_on:
         for row, record in zip(rows, records, strict=True):
