@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from graphql import GraphQLObjectType, get_named_type
 
 from baton.engine import rows
 from baton.engine.errors import formatted
 from baton.engine.execute import Run, root
 from baton.engine.limits import DEFAULT_LIMITS
+from baton.engine.plans import TypePlan
 from baton.engine.runner import Engine, Outcome, Request
 from tests.engine.synthetic import SYNTHETIC, Item, Ledger
 
@@ -57,15 +59,22 @@ async def test_plain_leaves_answer_and_charge_as_the_general_path_does(
     assert made[1] > 0
 
 
-async def test_the_made_function_answers_parents_until_one_needs_the_general_path() -> None:
+async def _items_level(query: str) -> tuple[Any, TypePlan]:
+    """`query`'s data, and the type plan of the items of its one root field (a list)."""
     engine = Engine(SYNTHETIC, DEFAULT_LIMITS)
-    ready = await engine._ready(Request("{ items { code size tint } }"))
+    ready = await engine._ready(Request(query))
     assert not isinstance(ready, Outcome)
     assert ready.plan is not None and ready.compiler is not None
     run = Run(ready.compiler, Ledger(), ready.variables, BUDGET)
-    await root(run, ready.plan, serial=False)
+    data = await root(run, ready.plan, serial=False)
     [items] = ready.plan.fields
-    child = items.child(items.return_type.of_type.of_type.of_type)  # type: ignore[attr-defined]
+    item = get_named_type(items.return_type)
+    assert isinstance(item, GraphQLObjectType)
+    return data, items.child(item)
+
+
+async def test_the_made_function_answers_parents_until_one_needs_the_general_path() -> None:
+    _, child = await _items_level("{ items { code size tint } }")
     assert child.made is not None and child.made.fill is not None
     assert [f.key for f in child.made.inline] == ["code", "size", "tint"]
     assert not child.made.leaves and not child.made.others
@@ -84,14 +93,7 @@ async def test_the_made_function_answers_parents_until_one_needs_the_general_pat
 
 
 async def test_an_object_read_from_its_parent_is_built_in_the_same_pass() -> None:
-    engine = Engine(SYNTHETIC, DEFAULT_LIMITS)
-    ready = await engine._ready(Request("{ items { name twin { t: __typename code } } }"))
-    assert not isinstance(ready, Outcome)
-    assert ready.plan is not None and ready.compiler is not None
-    run = Run(ready.compiler, Ledger(), ready.variables, BUDGET)
-    data = await root(run, ready.plan, serial=False)
-    [items] = ready.plan.fields
-    child = items.child(items.return_type.of_type.of_type.of_type)  # type: ignore[attr-defined]
+    data, child = await _items_level("{ items { name twin { t: __typename code } } }")
     assert child.made is not None and [f.key for f in child.made.inline] == ["name", "twin"]
     assert data == {
         "items": [
