@@ -74,16 +74,27 @@ async def finish_send(steps: Generator[Any, None, None], waiting: Any) -> None:
         raise
 
 
+def chunk_of(body: bytes) -> bytes:
+    """`body` (not empty) as one chunk of a chunked answer, as uvicorn's `send` frames it: a
+    stream's event made once for every stream it goes to (`write_chunked`)."""
+    return b"%x\r\n%b\r\n" % (len(body), body)
+
+
 def write_chunk(cycle: RequestResponseCycle | None, body: bytes) -> bool:
     """Write `body` as the next chunk of `cycle`'s answer, as uvicorn's `send` would, when it
-    may go now: the head is out, the answer is chunked and not over, and the client has taken
-    everything before (the writer is not paused, and the connection's account, if its
-    transport keeps one, holds nothing). False: nothing written; send it the ordinary way,
-    which waits for the client. Never the last chunk: the end of the answer goes through
-    `send`, which closes the cycle."""
+    may go now (`write_chunked`). False: nothing written; send it the ordinary way."""
+    return bool(body) and write_chunked(cycle, chunk_of(body))
+
+
+def write_chunked(cycle: RequestResponseCycle | None, chunk: bytes) -> bool:
+    """Write `chunk` (`chunk_of` a body) onto `cycle`'s connection when it may go now: the head
+    is out, the answer is chunked and not over, and the client has taken everything before
+    (the writer is not paused, and the connection's account, if its transport keeps one,
+    holds nothing). False: nothing written; send the body the ordinary way, which waits for
+    the client. Never the last chunk: the end of the answer goes through `send`, which closes
+    the cycle."""
     if (
         cycle is None
-        or not body
         or not cycle.response_started
         or cycle.response_complete
         or not cycle.chunked_encoding
@@ -92,7 +103,6 @@ def write_chunk(cycle: RequestResponseCycle | None, body: bytes) -> bool:
     ):
         return False
     transport = cycle.transport
-    chunk = b"%x\r\n%b\r\n" % (len(body), body)
     # A corked transport (`baton.web.http_connection`) keeps the connection's account of
     # bytes waiting for the client, and writes after what waits, at once.
     write_now = getattr(transport, "write_now", None)

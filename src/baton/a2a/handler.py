@@ -645,8 +645,12 @@ class _Following:
             # seen already is `_frames`'s.
             return False
         # A frame the door refuses means the stream takes nothing more (it is ending, or
-        # dropped): the event goes the ordinary way only to be refused again.
-        return all(sink(frame) for frame in frames.of(event, self.context_id))
+        # dropped): the event goes the ordinary way only to be refused again. A loop, not
+        # `all()`: no generator made per stream and event.
+        for frame in frames.of(event, self.context_id):  # noqa: SIM110
+            if not sink(frame):
+                return False
+        return True
 
 
 def _closable(stream: AsyncIterator[EventRecord]) -> AsyncGenerator[EventRecord, None]:

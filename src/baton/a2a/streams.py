@@ -50,7 +50,7 @@ from baton.a2a.frames import Frame
 from baton.access.grants import TokenCache
 from baton.errors import Unavailable
 from baton.live.streams import Pushable
-from baton.sending import Waiting, finish_send, send_now
+from baton.sending import Waiting, chunk_of, finish_send, send_now, write_chunked
 
 log = logging.getLogger("baton.a2a")
 
@@ -151,6 +151,22 @@ class _Stream:
         self.queued += len(frame)
         self._flush_soon()
         return True
+
+    def write_at_once(self, chunk: bytes) -> bool:
+        """Write `chunk` (a frame as a chunk of the body, `chunk_of`) straight onto the
+        connection, when the stream is idle and it may go now (`write_chunked`); False:
+        nothing written, `write` the frame instead."""
+        if (
+            self.send is not None
+            and self.flusher is None
+            and not self.queue
+            and self.ending is None
+            and not self.done.is_set()
+            and write_chunked(self.cycle, chunk)
+        ):
+            self.written_at = time.monotonic()
+            return True
+        return False
 
     def end(self, last: bytes = b"") -> None:
         """The stream is over: what is queued goes out, then `last`, then the body ends."""
@@ -426,7 +442,8 @@ def _push(stream: _Stream, render: Render, frame: Frame) -> bool:
     """A live update from the fan-out, with no task woken (`baton.live.streams`): written as
     `_produce` would write it (its task waits with nothing queued). False when the stream
     takes nothing more (ending, or dropped by this frame)."""
-    return stream.write(render(frame))
+    body = render(frame)
+    return stream.write_at_once(chunk_of(body)) or stream.write(body)
 
 
 async def _body(send: Send, body: bytes, *, more: bool) -> None:

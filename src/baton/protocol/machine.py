@@ -194,6 +194,8 @@ class Machine(Generic[S, N, A]):
     _by_pair: Mapping[tuple[S, S], Move[S, N, A]] = field(init=False, repr=False, compare=False)
     # Per name: its rows in the table's order (`named`, asked on every move).
     _by_name: Mapping[N, tuple[Move[S, N, A], ...]] = field(init=False, repr=False, compare=False)
+    # Per state: its row (`info`, asked of every event the live fan-out pushes).
+    _info: Mapping[S, StateInfo[S]] = field(init=False, repr=False, compare=False)
     _reachable: tuple[Position[S], ...] = field(init=False, repr=False, compare=False)
     _transitions: tuple[Transition[S, N, A], ...] = field(init=False, repr=False, compare=False)
     # Per (source, name): the arguments the guard is tried with when none are given.
@@ -210,6 +212,10 @@ class Machine(Generic[S, N, A]):
         for move in self.moves:
             by_name.setdefault(move.name, []).append(move)
         object.__setattr__(self, "_by_name", {n: tuple(rows) for n, rows in by_name.items()})
+        info: dict[S, StateInfo[S]] = {}
+        for row in self.states:
+            info.setdefault(row.state, row)  # a state declared twice is the checks' to refuse
+        object.__setattr__(self, "_info", info)
         check_declaration(self)
         object.__setattr__(self, "_by_pair", {(m.source, m.target): m for m in self.moves})
         tries = {(m.source, m.name): self._guard_tries(m) for m in self.moves}
@@ -226,10 +232,10 @@ class Machine(Generic[S, N, A]):
         return next(info.state for info in self.states if info.initial)
 
     def info(self, state: S) -> StateInfo[S]:
-        return next(info for info in self.states if info.state == state)
+        return self._info[state]
 
     def is_terminal(self, state: S) -> bool:
-        return self.info(state).terminal
+        return self._info[state].terminal
 
     def axis(self, name: str) -> Axis:
         return next(a for a in self.attributes if a.name == name)

@@ -53,7 +53,7 @@ from baton.access.principals import Principal
 from baton.engine.runner import Engine, Outcome, Request
 from baton.errors import Unavailable
 from baton.live.streams import Pushable
-from baton.sending import Waiting, cycle_of, finish_send, send_now
+from baton.sending import Waiting, chunk_of, cycle_of, finish_send, send_now, write_chunked
 from baton.web.graphql_http import (
     GRAPHQL_RESPONSE,
     JSON,
@@ -402,6 +402,22 @@ class _Stream:
             self.flusher = asyncio.create_task(self._flush(None, last=False))
         return True
 
+    def write_at_once(self, chunk: bytes) -> bool:
+        """Write `chunk` (a frame as a chunk of the body, `chunk_of`) straight onto the
+        connection, when the stream is idle and it may go now (`write_chunked`); False:
+        nothing written, `write` the frame instead."""
+        if (
+            self.serving
+            and self.flusher is None
+            and not self.frames
+            and not self.finished
+            and not self.dropped
+            and write_chunked(self.cycle, chunk)
+        ):
+            self.written_at = time.monotonic()
+            return True
+        return False
+
     def take(self) -> bytes:
         """What is queued, in one piece: its bytes stay held in `account` until the caller
         has written them (`Account.sent`)."""
@@ -488,8 +504,14 @@ async def _start(send: Send, body: bytes, *, more: bool = True) -> None:
 def _push(stream: _Stream, outcome: Outcome) -> bool:
     """An event from the live fan-out, with no task woken (`baton.live.streams`): written as
     `_produce` would (its task waits with nothing queued), the frame made once per event for
-    every stream. A stream it overflows is dropped (its producer is cancelled)."""
-    stream.write(_next_frame(outcome))
+    every stream, as a chunk of the body too. A stream it overflows is dropped (its producer is
+    cancelled)."""
+    chunk = outcome.frame(_NEXT_CHUNK)
+    if chunk is None:
+        frame = outcome.frame(_NEXT) or next_event(outcome.encoded())
+        chunk = outcome.keep_frame(_NEXT_CHUNK, chunk_of(frame))
+    if not stream.write_at_once(chunk):
+        stream.write(_next_frame(outcome))
     return True
 
 
@@ -499,6 +521,7 @@ def _next_frame(outcome: Outcome) -> bytes:
 
 
 _NEXT = "sse next"  # the key of an SSE `next` event's frame (`Outcome.framed`)
+_NEXT_CHUNK = "sse next chunk"  # and of that frame as a chunk of the body
 
 
 async def _produce(stream: _Stream, source: AsyncGenerator[Outcome, None]) -> None:
