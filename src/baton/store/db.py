@@ -7,15 +7,16 @@ paths (a greenlet switch, compilation lookup, result processing). The SQLModel t
 
 Connections come from Baton's own pool (`baton.store.pool`), which resets nothing between
 checkouts (Baton sets no session state on them, and a connection handed back inside a
-transaction or mid-statement is terminated). JSONB arrives as Python objects via orjson, and a
-database that is down or saturated is `Unavailable` rather than a hang.
+transaction or mid-statement is terminated). JSONB arrives as Python objects via orjson, times
+as ISO text read by `decode_time` (the session's DateStyle set at start), and a database that
+is down or saturated is `Unavailable` rather than a hang.
 
 Behind a transaction pooler (PgBouncer in `pool_mode = transaction`), a client's statements
 outside a transaction may each run in another server session, so nothing may rely on a
 session: `Database.connect` finds out whether it talks to a pooler (`behind_pooler`) and then
 prepares no named statements (asyncpg's unnamed ones are parsed and run in one message batch)
 and sends no startup settings (PgBouncer refuses them; the database's or role's own defaults
-apply). Everything else the store does already holds within one transaction or one statement:
+apply, so times keep asyncpg's binary codec). Everything else the store does already holds within one transaction or one statement:
 advisory locks are transaction-level, leases are rows, settings are `set_config(…, true)`.
 """
 
@@ -24,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -138,8 +141,62 @@ class MeteredConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is
         self.json_budget = budget
 
 
-async def _init(conn: asyncpg.Connection) -> None:
+# What asyncpg's own codec reads PostgreSQL's infinite times as.
+_INFINITE = {"infinity": datetime.max, "-infinity": datetime.min}
+_from_iso = datetime.fromisoformat
+# A time written in a zone ahead of UTC may fall in year 10000 there: read 400 years earlier
+# (the Gregorian calendar repeats every 146,097 days), then moved back.
+_LATE = re.compile(r"(\d{5,})(-.*)")
+_CYCLE_YEARS, _CYCLE = 400, timedelta(days=146_097)
+
+
+def decode_time(text: str) -> datetime:
+    """A `timestamptz` in PostgreSQL's text form (DateStyle ISO) as an aware datetime in UTC, as
+    asyncpg's binary codec makes it. Decoding the text costs a third of what that codec does
+    (about 0.2 against 0.65 µs a value, most of a page's decoding), and PostgreSQL writes the
+    text at nearly the cost of the binary form."""
+    try:
+        value = _from_iso(text)
+    except ValueError:
+        return _unusual(text)
+    # The session's TimeZone sets the offset written; the value is the same instant.
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _unusual(text: str) -> datetime:
+    infinite = _INFINITE.get(text)
+    if infinite is not None:
+        return infinite
+    late = _LATE.fullmatch(text)
+    if late is not None:
+        try:
+            earlier = _from_iso(f"{int(late[1]) - _CYCLE_YEARS:04d}{late[2]}")
+            return earlier.astimezone(UTC) + _CYCLE
+        except (ValueError, OverflowError):
+            pass
+    raise ValueError(f"not a time Python can hold: {text!r}")
+
+
+def encode_time(value: datetime) -> str:
+    """An aware datetime (a naive one is local time, as asyncpg's codec takes it) as
+    PostgreSQL reads a `timestamptz`."""
+    if value == datetime.max or value == datetime.min:
+        return "infinity" if value == datetime.max else "-infinity"
+    return value.astimezone(UTC).isoformat()
+
+
+async def _init(conn: asyncpg.Connection, *, text_times: bool = False) -> None:
+    """`text_times`: the session writes times as ISO text (its DateStyle set at start), and
+    they are decoded from it (`decode_time`)."""
     conn.json_budget = None
+    if text_times:
+        await conn.set_type_codec(
+            "timestamptz",
+            encoder=encode_time,
+            decoder=decode_time,
+            schema="pg_catalog",
+            format="text",
+        )
 
     def decode(text: str) -> Any:
         budget: list[int] | None = conn.json_budget
@@ -203,6 +260,9 @@ class Database:
             "statement_timeout": str(int(statement_timeout * 1000)),
             # Short statements: JIT compiling one costs more (~10 ms) than it saves.
             "jit": "off",
+            # Times written as ISO text, which `decode_time` reads (the output format only:
+            # the order of day and month in input stays the database's).
+            "DateStyle": "ISO",
         }
 
         async def connect() -> asyncpg.Connection:
@@ -214,7 +274,7 @@ class Database:
                 server_settings=None if pooled else settings,
             )
             try:
-                await _init(conn)
+                await _init(conn, text_times=not pooled)
             except BaseException:
                 conn.terminate()
                 raise
