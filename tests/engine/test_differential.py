@@ -185,6 +185,23 @@ async def test_each_task_field_answers_as_graphql_core_does_through_every_reader
     assert data is not None and data["tasks"]["edges"]  # the document is valid: it ran
 
 
+@pytest.mark.parametrize("field", ONE_TASK_FIELD)
+async def test_each_task_field_answers_as_graphql_core_does_through_a_read_by_id(
+    service: TaskService, graph: World, field: str
+) -> None:
+    # `task(id)` reads what its selection needs too: every task of the graph, by id.
+    principal = graph.roles["requester_owner"]
+    listing = await assert_same(
+        service, principal, "{ tasks(first: 20) { edges { node { id } } } }"
+    )
+    assert listing is not None
+    ids = [edge["node"]["id"] for edge in listing["tasks"]["edges"]]
+    reads = " ".join(f"t{n}: task(id: {json.dumps(i)}) {{ {field} }}" for n, i in enumerate(ids))
+    data = await assert_same(service, principal, f"{{ {reads} }}")
+    assert data is not None and len(ids) >= 8
+    assert all(data[f"t{n}"] is not None for n in range(len(ids)))
+
+
 async def test_a_field_selected_through_fragments_is_read(
     service: TaskService, graph: World
 ) -> None:

@@ -132,8 +132,9 @@ class StreamCursors:
 class Query:
     @strawberry.field(description="A task the caller can see, or null.")
     async def task(self, info: Info[Context, None], id: strawberry.ID) -> Task | None:
+        reads = task_reads(selection_of(info))
         try:
-            record = await info.context.service.get(info.context.principal, str(id))
+            record = await info.context.service.get(info.context.principal, str(id), reads)
         except NotFound:
             return None
         return Task(record=record)

@@ -192,9 +192,16 @@ class TaskService(TaskReader):
 
     # --- reading --------------------------------------------------------------------------
 
-    async def get(self, principal: Principal, task_id: str) -> TaskRecord:
+    async def get(
+        self, principal: Principal, task_id: str, reads: store.TaskReads = store.ALL
+    ) -> TaskRecord:
+        """Task `task_id` as `principal` sees it; `reads` says what of it to read (all of it
+        by default)."""
         async with self.db.connection() as conn:
-            return await self._visible(conn, principal, task_id)
+            task = await store.load_visible(conn, principal, task_id, reads)
+        if task is None:
+            raise NotFound("task", task_id)
+        return task
 
     @staticmethod
     async def _visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord:

@@ -16,8 +16,9 @@ outside a transaction may each run in another server session, so nothing may rel
 session: `Database.connect` finds out whether it talks to a pooler (`behind_pooler`) and then
 prepares no named statements (asyncpg's unnamed ones are parsed and run in one message batch)
 and sends no startup settings (PgBouncer refuses them; the database's or role's own defaults
-apply, so times keep asyncpg's binary codec). Everything else the store does already holds within one transaction or one statement:
-advisory locks are transaction-level, leases are rows, settings are `set_config(…, true)`.
+apply, so times keep asyncpg's binary codec). Everything else the store does already holds
+within one transaction or one statement: advisory locks are transaction-level, leases are rows,
+settings are `set_config(…, true)`.
 """
 
 from __future__ import annotations

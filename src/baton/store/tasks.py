@@ -484,16 +484,19 @@ async def load(conn: Connection, task_id: str) -> TaskRecord | None:
     return TaskRecord.from_mapping(row) if row is not None else None
 
 
-async def load_visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord | None:
-    """Task `task_id` if `principal` may see it. One statement whether the task is missing or
-    not visible, so neither the answer nor its cost says which."""
+async def load_visible(
+    conn: Connection, principal: Principal, task_id: str, reads: TaskReads = ALL
+) -> TaskRecord | None:
+    """Task `task_id` if `principal` may see it, with what `reads` takes of it. One statement
+    whether the task is missing or not visible, so neither the answer nor its cost says
+    which."""
     p = Params()
     sql = (
-        f"SELECT {_columns('t')} FROM tasks t"
+        f"SELECT {_columns('t', reads)} FROM tasks t"
         f" WHERE t.id = {p(task_id)} AND ({visible_sql(principal, p)})"
     )
     row = await conn.fetchrow(sql, *p.values)
-    return _records([row])[0] if row is not None else None
+    return _records([row], reads)[0] if row is not None else None
 
 
 def _sides(principal: Principal, p: Params, table: str = "t") -> list[str]:
