@@ -1,12 +1,12 @@
 """A stream's updates with the ids a client resumes after, rendered once for every stream.
 
-Every update of a stream is a `Frame`: a `StreamResponse` and its id, which is the Baton event
-id it comes from. One event may make several updates (a returned result: its artifacts, then
-the status): the last has the event's id `N`, the others `N.k` (k from 0), so that a client
-cut between two of them resumes with the rest. The Task a stream starts with has the id of its
-newest event. A client resumes by sending the id of the last update it got as `Last-Event-ID`
-(what a browser's EventSource does by itself): the server sends every update after it, from
-the event log, with no gap and no repeat, from any process and after a restart.
+Every update of a stream is a `Frame`: a `StreamResponse` as A2A's JSON and its id, which is
+the Baton event id it comes from. One event may make several updates (a returned result: its
+artifacts, then the status): the last has the event's id `N`, the others `N.k` (k from 0), so
+that a client cut between two of them resumes with the rest. The Task a stream starts with has
+the id of its newest event. A client resumes by sending the id of the last update it got as
+`Last-Event-ID` (what a browser's EventSource does by itself): the server sends every update
+after it, from the event log, with no gap and no repeat, from any process and after a restart.
 
 An event's updates are made and written as JSON once per event and context (`of`), however many
 streams follow the task: a bounded cache keeps the newest.
@@ -24,9 +24,12 @@ from a2a.server.events.event_queue import Event
 from a2a.types.a2a_pb2 import StreamResponse
 
 # protobuf ships no types for json_format: MessageToDict answers a JSON object.
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from google.protobuf.json_format import (  # type: ignore[import-untyped]
+    MessageToDict,
+    ParseDict,
+)
 
-from baton.a2a import mapping
+from baton.a2a.updates import updates_json
 from baton.errors import InvalidInput
 from baton.store.records import EventRecord
 
@@ -37,22 +40,28 @@ CACHED_BYTES: Final = 8 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Frame:
-    """One update of a stream and the id a client resumes after."""
+    """One update of a stream and the id a client resumes after: the update as A2A's JSON
+    (a `StreamResponse` as `MessageToDict` writes it)."""
 
     id: str
-    response: StreamResponse
+    content: dict[str, Any]
+
+    @classmethod
+    def of(cls, id: str, response: StreamResponse) -> Frame:
+        return cls(id, to_json(response))
 
     @cached_property
     def json(self) -> bytes:
         """The update as A2A's JSON (camelCase, as the SDK writes it), without line breaks."""
-        return orjson.dumps(to_json(self.response))
+        return orjson.dumps(self.content)
 
     @property
     def payload(self) -> Event:
         """What the update carries, as the SDK's dispatchers take it."""
-        kind = self.response.WhichOneof("payload")
+        response = ParseDict(self.content, StreamResponse())
+        kind = response.WhichOneof("payload")
         assert kind is not None
-        event: Event = getattr(self.response, kind)
+        event: Event = getattr(response, kind)
         return event
 
 
@@ -89,7 +98,7 @@ def of(event: EventRecord, context_id: str) -> tuple[Frame, ...]:
     if found is not None:
         _RENDERED.move_to_end(key)
         return found
-    updates = mapping.updates_of(event, context_id)
+    updates = updates_json(event, context_id)
     made = tuple(
         Frame(frame_id(event.id, index, len(updates)), update)
         for index, update in enumerate(updates)

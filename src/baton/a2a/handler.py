@@ -520,7 +520,7 @@ class BatonHandler(RequestHandler):
     ) -> AsyncGenerator[Frame, None]:
         after, seen, context_id = following.after, following.seen, following.context_id
         if first is not None:
-            yield Frame(str(after), StreamResponse(task=first))
+            yield Frame.of(str(after), StreamResponse(task=first))
             if HANDOFF.is_terminal(task.state):
                 return
         cursor = after - 1 if seen is not None else after

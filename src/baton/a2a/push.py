@@ -27,7 +27,7 @@ A push notification config is a webhook endpoint scoped to one task
   attempt at one message: a receiver drops repeats by it).
 
 - **Bodies.** One request per A2A update: each of a task's events makes the updates a stream
-  of the task gives for it (`mapping.updates_of`: a returned result's artifact updates, then a
+  of the task gives for it (`updates.updates_json`: a returned result's artifact updates, then a
   status update), each posted as a `StreamResponse` in A2A's JSON (camelCase, as the SDK's own
   sender posts them), with the task's A2A context id (its own id for a task handed off through
   another door). `render` writes them; the app hands it to the worker as the `a2a` format.
@@ -46,14 +46,10 @@ from a2a.types.a2a_pb2 import (
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
-    StreamResponse,
     TaskPushNotificationConfig,
 )
 
-# protobuf ships no types for json_format; MessageToDict's answer is a JSON object.
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
-
-from baton.a2a import mapping
+from baton.a2a.updates import updates_json
 from baton.errors import InvalidInput, Unavailable
 from baton.services.context import Context
 from baton.services.task_contexts import TaskContext, TaskContexts
@@ -160,7 +156,7 @@ async def render(
     the config owner's; the events are ones it may see (the worker read them for it)."""
     kept = await TaskContexts(context.service.db).of(list({e.task_id for e in events}))
     return [
-        [body(update) for update in mapping.updates_of(event, context_id(event.task_id, kept))]
+        [orjson.dumps(update) for update in updates_json(event, context_id(event.task_id, kept))]
         for event in events
     ]
 
@@ -169,8 +165,3 @@ def context_id(task_id: str, kept: Mapping[str, TaskContext]) -> str:
     """A task's A2A context id: the one it was handed off in, else its own id."""
     found = kept.get(task_id)
     return found.context_id if found is not None else task_id
-
-
-def body(update: StreamResponse) -> bytes:
-    """An update as A2A's JSON, as the SDK's own push sender posts it."""
-    return orjson.dumps(MessageToDict(update))
