@@ -101,6 +101,30 @@ async def test_a_parameter_that_is_not_a_time_is_refused_as_before(db: Database)
         await db.fetchval("SELECT $1::timestamptz", "2026-12-05")
 
 
+async def test_a_databases_own_date_style_does_not_change_what_the_pool_reads(
+    server_url: str,
+) -> None:
+    async with helpers.fresh_database(server_url, "baton_times") as url:
+        plain = await asyncpg.connect(libpq_url(url))
+        try:
+            name = await plain.fetchval("SELECT current_database()")
+            await plain.execute(f"ALTER DATABASE \"{name}\" SET DateStyle = 'SQL, DMY'")
+        finally:
+            await plain.close()
+        db = await Database.connect(url, acquire_timeout=30)
+        try:
+            assert not db.pooled
+            style = await db.fetchval("SELECT current_setting('DateStyle')")
+            read = await _through_pool(db, EDGES, "UTC")
+            # Input keeps the database's order of day and month: only the output is ISO.
+            typed = await db.fetchval("SELECT '05/12/2026 10:00+00'::timestamptz")
+        finally:
+            await db.close()
+    assert style == "ISO, DMY"
+    assert read == EDGES and all(value.tzinfo is UTC for value in read)
+    assert typed == datetime(2026, 12, 5, 10, tzinfo=UTC)
+
+
 async def test_behind_a_pooler_times_are_read_whatever_the_databases_date_style(
     server_url: str,
 ) -> None:

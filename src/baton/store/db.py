@@ -6,10 +6,10 @@ paths (a greenlet switch, compilation lookup, result processing). The SQLModel t
 `tables.py` still define the schema that Alembic migrates and that tests check.
 
 Connections come from Baton's own pool (`baton.store.pool`), which resets nothing between
-checkouts (Baton sets no session state on them, and a connection handed back inside a
-transaction or mid-statement is terminated). JSONB arrives as Python objects via orjson, times
-as ISO text read by `decode_time` (the session's DateStyle set at start), and a database that
-is down or saturated is `Unavailable` rather than a hang.
+checkouts (Baton sets no session state on them after they open, and a connection handed back
+inside a transaction or mid-statement is terminated). JSONB arrives as Python objects via
+orjson, times as ISO text read by `decode_time` (each session's DateStyle output set to ISO
+when it opens), and a database that is down or saturated is `Unavailable` rather than a hang.
 
 Behind a transaction pooler (PgBouncer in `pool_mode = transaction`), a client's statements
 outside a transaction may each run in another server session, so nothing may rely on a
@@ -187,10 +187,13 @@ def encode_time(value: datetime) -> str:
 
 
 async def _init(conn: asyncpg.Connection, *, text_times: bool = False) -> None:
-    """`text_times`: the session writes times as ISO text (its DateStyle set at start), and
-    they are decoded from it (`decode_time`)."""
+    """`text_times`: the session writes times as ISO text, and they are decoded from it
+    (`decode_time`)."""
     conn.json_budget = None
     if text_times:
+        # Set in the session, not at start: a value given at start would replace the
+        # database's order of day and month in input along with the output's format.
+        await conn.execute("SET DateStyle = 'ISO'")
         await conn.set_type_codec(
             "timestamptz",
             encoder=encode_time,
@@ -261,9 +264,6 @@ class Database:
             "statement_timeout": str(int(statement_timeout * 1000)),
             # Short statements: JIT compiling one costs more (~10 ms) than it saves.
             "jit": "off",
-            # Times written as ISO text, which `decode_time` reads (the output format only:
-            # the order of day and month in input stays the database's).
-            "DateStyle": "ISO",
         }
 
         async def connect() -> asyncpg.Connection:
