@@ -349,6 +349,10 @@ def camel_keys(value: Any) -> Any:
     return value
 
 
+# A part of what Baton says in a message or an artifact: a str is a text part, a mapping data.
+Said = str | Mapping[str, Any]
+
+
 def data_part(value: Mapping[str, Any]) -> Part:
     return new_data_part(dict(value), JSON)
 
@@ -378,28 +382,34 @@ def handoff_message(task: TaskRecord, context_id: str, message_id: str | None) -
     )
 
 
-def artifacts_of(result: Mapping[str, Any] | None) -> list[Artifact]:
-    """A result as the task's artifacts: `result` (its summary as text, the rest of it but the
-    evidence as data) and `evidence` (the evidence it was verified with, as data): each part
-    of the result once."""
+def result_artifacts(result: Mapping[str, Any] | None) -> list[tuple[str, str, list[Said]]]:
+    """A result as the task's artifacts, each (its id and name, its description, its parts):
+    `result` (its summary as text, the rest of it but the evidence as data) and `evidence`
+    (the evidence it was verified with, as data): each part of the result once."""
     if not result:
         return []
     shown = camel_keys(result)
     evidence = shown.pop("evidence", None) or []
     return [
-        Artifact(
-            artifact_id="result",
-            name="result",
-            description="The result the assignee returned, as Baton keeps it.",
-            parts=[text_part(str(result.get("summary", ""))), data_part(shown)],
+        (
+            "result",
+            "The result the assignee returned, as Baton keeps it.",
+            [str(result.get("summary", "")), shown],
         ),
-        Artifact(
-            artifact_id="evidence",
-            name="evidence",
-            description="The evidence the result was verified with.",
-            parts=[data_part({"evidence": evidence})],
-        ),
+        ("evidence", "The evidence the result was verified with.", [{"evidence": evidence}]),
     ]
+
+
+def artifacts_of(result: Mapping[str, Any] | None) -> list[Artifact]:
+    """`result_artifacts` as the SDK's messages."""
+    return [
+        Artifact(artifact_id=name, name=name, description=description, parts=_parts(parts))
+        for name, description, parts in result_artifacts(result)
+    ]
+
+
+def _parts(said: Sequence[Said]) -> list[Part]:
+    return [text_part(p) if isinstance(p, str) else data_part(p) for p in said]
 
 
 # The requester-side roles: whoever moves a task there answers an A2A client's INPUT_REQUIRED.
@@ -430,26 +440,33 @@ def explanation(task: TaskRecord) -> str | None:
     return None
 
 
-def status_message(event: EventRecord, context_id: str) -> Message | None:
-    """What `event` says beside the state it left the task in, if anything: its checkpoint,
-    its reason, where the task now waits."""
+def status_said(event: EventRecord) -> list[Said]:
+    """What `event` says beside the state it left the task in, as a status message's parts:
+    its checkpoint (its progress as text, then all of it as data), else its reason and where
+    the task now waits (as text); none when it says nothing more."""
     task = event.task
-    parts: list[Part] = []
     if event.kind == TaskEventKind.checkpoint_saved and task.latest_checkpoint:
         checkpoint = task.latest_checkpoint
-        parts += [text_part(str(checkpoint.get("progress", ""))), data_part(camel_keys(checkpoint))]
-    else:
-        said = [s for s in (explanation(task), event.reason) if s]
-        if said:
-            parts.append(text_part(" ".join(said)))
-    if not parts:
+        return [str(checkpoint.get("progress", "")), camel_keys(checkpoint)]
+    said = [s for s in (explanation(task), event.reason) if s]
+    return [" ".join(said)] if said else []
+
+
+def status_message_id(event: EventRecord) -> str:
+    return f"{event.task.id}-{event.id}"
+
+
+def status_message(event: EventRecord, context_id: str) -> Message | None:
+    """`status_said` as the SDK's message, if `event` says anything."""
+    said = status_said(event)
+    if not said:
         return None
     return Message(
-        message_id=f"{task.id}-{event.id}",
+        message_id=status_message_id(event),
         context_id=context_id,
-        task_id=task.id,
+        task_id=event.task.id,
         role=Role.ROLE_AGENT,
-        parts=parts,
+        parts=_parts(said),
     )
 
 

@@ -12,7 +12,7 @@ them to `MessageToDict(updates_of(…))` over every kind of event (`tests/a2a/te
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -20,7 +20,7 @@ from a2a.types.a2a_pb2 import TaskState as A2AState
 
 from baton.a2a import mapping
 from baton.protocol.handoff import MoveName
-from baton.store.records import EventRecord, TaskEventKind
+from baton.store.records import EventRecord
 
 # A2A's task states and roles by name, as MessageToDict writes an enum.
 _STATE_NAMES: Final = {value: A2AState.Name(value) for value in A2AState.values()}
@@ -64,49 +64,28 @@ def _status(event: EventRecord, context_id: str) -> dict[str, Any]:
 
 def _status_message(event: EventRecord, context_id: str) -> dict[str, Any] | None:
     """`mapping.status_message`'s message."""
-    task = event.task
-    parts: list[dict[str, Any]] = []
-    if event.kind == TaskEventKind.checkpoint_saved and task.latest_checkpoint:
-        checkpoint = task.latest_checkpoint
-        parts += [
-            _text(str(checkpoint.get("progress", ""))),
-            _data(mapping.camel_keys(checkpoint)),
-        ]
-    else:
-        said = [s for s in (mapping.explanation(task), event.reason) if s]
-        if said:
-            parts.append(_text(" ".join(said)))
-    if not parts:
+    said = mapping.status_said(event)
+    if not said:
         return None
     return {
-        "messageId": f"{task.id}-{event.id}",
+        "messageId": mapping.status_message_id(event),
         "contextId": context_id,
-        "taskId": task.id,
+        "taskId": event.task.id,
         "role": _ROLE_AGENT,
-        "parts": parts,
+        "parts": _parts(said),
     }
 
 
 def _artifacts(result: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """`mapping.artifacts_of`'s artifacts."""
-    if not result:
-        return []
-    shown = mapping.camel_keys(result)
-    evidence = shown.pop("evidence", None) or []
     return [
-        {
-            "artifactId": "result",
-            "name": "result",
-            "description": "The result the assignee returned, as Baton keeps it.",
-            "parts": [_text(str(result.get("summary", ""))), _data(shown)],
-        },
-        {
-            "artifactId": "evidence",
-            "name": "evidence",
-            "description": "The evidence the result was verified with.",
-            "parts": [_data({"evidence": evidence})],
-        },
+        {"artifactId": name, "name": name, "description": description, "parts": _parts(parts)}
+        for name, description, parts in mapping.result_artifacts(result)
     ]
+
+
+def _parts(said: Sequence[mapping.Said]) -> list[dict[str, Any]]:
+    return [_text(p) if isinstance(p, str) else _data(p) for p in said]
 
 
 def _text(text: str) -> dict[str, Any]:

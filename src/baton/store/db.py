@@ -181,8 +181,10 @@ def _unusual(text: str) -> datetime:
 def encode_time(value: datetime) -> str:
     """An aware datetime (a naive one is local time, as asyncpg's codec takes it) as
     PostgreSQL reads a `timestamptz`."""
-    if value == datetime.max or value == datetime.min:
-        return "infinity" if value == datetime.max else "-infinity"
+    if value == datetime.max:
+        return "infinity"
+    if value == datetime.min:
+        return "-infinity"
     return value.astimezone(UTC).isoformat()
 
 
