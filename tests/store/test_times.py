@@ -101,9 +101,9 @@ async def test_a_parameter_that_is_not_a_time_is_refused_as_before(db: Database)
         await db.fetchval("SELECT $1::timestamptz", "2026-12-05")
 
 
-async def test_a_databases_own_date_style_does_not_change_what_the_pool_reads(
-    server_url: str,
-) -> None:
+@pytest.fixture
+async def day_first(server_url: str) -> AsyncIterator[str]:
+    """A new database whose own DateStyle writes and reads dates day first (`SQL, DMY`)."""
     async with helpers.fresh_database(server_url, "baton_times") as url:
         plain = await asyncpg.connect(libpq_url(url))
         try:
@@ -111,38 +111,37 @@ async def test_a_databases_own_date_style_does_not_change_what_the_pool_reads(
             await plain.execute(f"ALTER DATABASE \"{name}\" SET DateStyle = 'SQL, DMY'")
         finally:
             await plain.close()
-        db = await Database.connect(url, acquire_timeout=30)
-        try:
-            assert not db.pooled
-            style = await db.fetchval("SELECT current_setting('DateStyle')")
-            read = await _through_pool(db, EDGES, "UTC")
-            # Input keeps the database's order of day and month: only the output is ISO.
-            typed = await db.fetchval("SELECT '05/12/2026 10:00+00'::timestamptz")
-        finally:
-            await db.close()
+        yield url
+
+
+async def test_a_databases_own_date_style_does_not_change_what_the_pool_reads(
+    day_first: str,
+) -> None:
+    db = await Database.connect(day_first, acquire_timeout=30)
+    try:
+        assert not db.pooled
+        style = await db.fetchval("SELECT current_setting('DateStyle')")
+        read = await _through_pool(db, EDGES, "UTC")
+        # Input keeps the database's order of day and month: only the output is ISO.
+        typed = await db.fetchval("SELECT '05/12/2026 10:00+00'::timestamptz")
+    finally:
+        await db.close()
     assert style == "ISO, DMY"
     assert read == EDGES and all(value.tzinfo is UTC for value in read)
     assert typed == datetime(2026, 12, 5, 10, tzinfo=UTC)
 
 
 async def test_behind_a_pooler_times_are_read_whatever_the_databases_date_style(
-    server_url: str,
+    server_url: str, day_first: str
 ) -> None:
     # A pooler passes no DateStyle on, so the text would be in the database's own style.
-    async with helpers.fresh_database(server_url, "baton_times") as url:
-        plain = await asyncpg.connect(libpq_url(url))
+    with pgbouncer_in_front(server_url, pool_size=1) as bouncer:
+        db = await Database.connect(bouncer.url(day_first), acquire_timeout=30)
         try:
-            name = await plain.fetchval("SELECT current_database()")
-            await plain.execute(f"ALTER DATABASE \"{name}\" SET DateStyle = 'SQL, DMY'")
+            assert db.pooled
+            style = await db.fetchval("SELECT current_setting('DateStyle')")
+            at = await db.fetchval("SELECT $1::timestamptz", EDGES[0])
         finally:
-            await plain.close()
-        with pgbouncer_in_front(server_url, pool_size=1) as bouncer:
-            db = await Database.connect(bouncer.url(url), acquire_timeout=30)
-            try:
-                assert db.pooled
-                style = await db.fetchval("SELECT current_setting('DateStyle')")
-                at = await db.fetchval("SELECT $1::timestamptz", EDGES[0])
-            finally:
-                await db.close()
+            await db.close()
     assert style == "SQL, DMY"
     assert at == EDGES[0] and at.tzinfo is UTC
