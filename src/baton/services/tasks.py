@@ -198,16 +198,15 @@ class TaskService(TaskReader):
         """Task `task_id` as `principal` sees it; `reads` says what of it to read (all of it
         by default)."""
         async with self.db.connection() as conn:
-            task = await store.load_visible(conn, principal, task_id, reads)
-        if task is None:
-            raise NotFound("task", task_id)
-        return task
+            return await self._visible(conn, principal, task_id, reads)
 
     @staticmethod
-    async def _visible(conn: Connection, principal: Principal, task_id: str) -> TaskRecord:
+    async def _visible(
+        conn: Connection, principal: Principal, task_id: str, reads: store.TaskReads = store.ALL
+    ) -> TaskRecord:
         # Visibility is checked by the statement: a task the caller may not see costs what a
         # missing one costs, and answers the same (ids like `alice_<id>` can be guessed).
-        task = await store.load_visible(conn, principal, task_id)
+        task = await store.load_visible(conn, principal, task_id, reads)
         if task is None:
             raise NotFound("task", task_id)
         return task
