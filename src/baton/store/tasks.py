@@ -102,9 +102,10 @@ def _selected(table: str, reads: TaskReads) -> list[tuple[str, str, str]]:
         selected.append((f"{table}.depends_on", "depends_on", "depends_on"))
     keys = reads.packet_keys
     if not reads.json and keys is not None:
-        if keys and keys <= STRING_PACKET_KEYS:
+        strings = _packet_strings(keys)
+        if strings is not None:
             # Each one's text as it is: no JSON written here to be decoded there.
-            for key in sorted(keys):
+            for key in sorted(strings):
                 selected.append((f"{table}.packet->>'{key}'", f"packet_{key}", "packet"))
         else:
             selected.append((_packet_object(table, keys), "packet_text", "packet"))
@@ -113,6 +114,11 @@ def _selected(table: str, reads: TaskReads) -> list[tuple[str, str, str]]:
 
 # The packet's keys whose values are strings (the task object's schema holds them so).
 STRING_PACKET_KEYS = frozenset({"task", "deliverable_type", "context"})
+
+
+def _packet_strings(keys: frozenset[str] | None) -> frozenset[str] | None:
+    """`keys`, when a read of only them takes each as text in a column of its own."""
+    return keys if keys and keys <= STRING_PACKET_KEYS else None
 
 
 def _packet_object(table: str, keys: frozenset[str]) -> str:
@@ -180,7 +186,7 @@ def _records(rows: Sequence[Any], reads: TaskReads = ALL) -> list[TaskRecord]:
         records = [TaskRecord.from_scalar_row(r) for r in rows]
     else:
         keys = reads.packet_keys
-        strings = keys if keys and keys <= STRING_PACKET_KEYS else None
+        strings = _packet_strings(keys)
         if strings is not None:
             _spend_text(rows, tuple(f"packet_{key}" for key in sorted(strings)))
         elif keys is not None:
