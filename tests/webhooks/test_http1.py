@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from starlette.applications import Starlette
@@ -119,10 +118,9 @@ async def test_a_real_server_keeps_the_connection_and_sees_the_pinned_host() -> 
     app = Starlette(routes=[Route("/{path:path}", handle, methods=["POST"])])
     async with uvicorn_serving(app) as port:
         client = attempt.client(4)
-        parts = urlsplit(f"http://127.0.0.1:{port}/in?k=v")
+        way = attempt.Way(f"http://127.0.0.1:{port}/in?k=v", POLICY)
         answers = [
-            await attempt.send(client, parts, POLICY, {"webhook-id": f"m{n}"}, b"{}", 5)
-            for n in range(5)
+            await attempt.send(client, way, {"webhook-id": f"m{n}"}, b"{}", 5) for n in range(5)
         ]
         client.close()
     assert all(a is not None and a.delivered and a.status == 201 for a in answers)
@@ -217,8 +215,8 @@ async def test_a_redirect_is_a_failure_and_not_followed() -> None:
     moved = b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n"
     async with raw(await answering(moved)) as peer:
         client = attempt.client(4)
-        parts = urlsplit(f"http://127.0.0.1:{peer.port}/hook")
-        answer = await attempt.send(client, parts, POLICY, {}, b"{}", 5)
+        way = attempt.Way(f"http://127.0.0.1:{peer.port}/hook", POLICY)
+        answer = await attempt.send(client, way, {}, b"{}", 5)
         assert answer is not None and not answer.delivered and answer.status == 307
         assert answer.error == "HTTP 307 (redirects are not followed)"
         assert [head.split(b" ")[1] for head, _ in peer.requests] == [b"/hook"]
@@ -235,8 +233,8 @@ async def test_a_receiver_that_does_not_read_or_answer_times_out_and_its_connect
     for handler, body in ((silent, b"{}"), (unread, b"x" * 8_000_000)):
         async with raw(handler) as peer:
             client = attempt.client(4)
-            parts = urlsplit(f"http://127.0.0.1:{peer.port}/hook")
-            answer = await attempt.send(client, parts, POLICY, {}, body, 0.3)
+            way = attempt.Way(f"http://127.0.0.1:{peer.port}/hook", POLICY)
+            answer = await attempt.send(client, way, {}, body, 0.3)
             assert answer is not None and answer.error == "no answer within 0.3 s"
             assert answer.duration_ms < 1000
             assert client.idle == 0

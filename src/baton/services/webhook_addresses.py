@@ -5,10 +5,11 @@ resolve only to public (globally reachable) addresses: loopback, private, link-l
 site-local, unique-local, multicast, reserved, shared and unspecified addresses are refused,
 and so are IPv6 addresses that embed an IPv4 one which is not public (IPv4-mapped,
 IPv4-translated, IPv4-compatible, 6to4, Teredo, NAT64), unless `BATON_WEBHOOK_ALLOW_PRIVATE`
-is set. The host is resolved when the endpoint is saved and again at every attempt, and the
-attempt connects to the address that was checked (the `Host` header and TLS server name stay
-the URL's), so a name that resolves to something else a moment later (DNS rebinding) cannot
-steer a delivery inside the network.
+is set. The host is resolved when the endpoint is saved and again when messages go (at least
+every `baton.webhooks.attempt.ROUTE_SECONDS`, and after a failed attempt), and an attempt
+connects to the address that was checked (the `Host` header and TLS server name stay the
+URL's), so a name that resolves to something else a moment later (DNS rebinding) cannot steer
+a delivery inside the network.
 
 A refusal names the kind of address a host name resolved to, never the address itself: the
 text goes to the endpoint's owner, who has no business learning the network's inside.

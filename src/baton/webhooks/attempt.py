@@ -6,6 +6,12 @@ attempt (resolving, connecting, sending, the answer's head and up to `MAX_RESPON
 its body) gets `timeout` seconds. Only a 2xx acknowledges. Right before the request is made
 (after the look-up), the caller may withdraw it (`go`): an endpoint changed since its turn
 began gets nothing more from that turn.
+
+A URL is a `Way`: the attempts to it share its look-up, its check and the pinned address
+(`Route`) for up to `ROUTE_SECONDS`, and look up again after a failed attempt. Looking up for
+every message sent a name to the resolver once a message (a thread of the loop's pool and a
+round trip to the DNS server), and an address literal through the checks again, for the same
+answer.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, quote
 
-from baton.services.webhook_addresses import Policy, Refused, pinned, resolve
+from baton.services.webhook_addresses import Policy, Refused, parse, pinned, resolve
 from baton.telemetry.spans import span
 from baton.webhooks import http1
 
@@ -30,6 +36,9 @@ USER_AGENT = "Baton-Webhooks/1"
 # Shorter than the idle timeouts of common servers (5 s for uvicorn, Node and Apache): a kept
 # connection is let go before its receiver closes it, so a message rarely meets a closing one.
 KEEP_ALIVE_SECONDS = 4.0
+# How long a look-up and its check serve the messages of a turn: about as long as a connection
+# is kept, and well under the time-to-live of most DNS answers.
+ROUTE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,47 @@ class Answer:
         return self.status == 410
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where a URL's requests go: the checked address (the `Host` header and TLS server name
+    kept from the URL), the request target and when it was looked up (`time.monotonic()`)."""
+
+    origin: http1.Origin
+    target: str
+    host_header: str
+    at: float
+
+
+class Way:
+    """A URL for the attempts to it: parsed once (`Refused` when no endpoint may have it),
+    looked up, checked and pinned at the first attempt and again once the route is
+    `ROUTE_SECONDS` old or an attempt failed."""
+
+    def __init__(self, url: str, policy: Policy) -> None:
+        self.parts = parse(url, policy)
+        self.policy = policy
+        self._route: Route | None = None
+
+    async def route(self) -> Route:
+        """The route to send on now (`Refused` when the look-up or its check refuses it)."""
+        route = self._route
+        if route is not None and time.monotonic() - route.at < ROUTE_SECONDS:
+            return route
+        self._route = None
+        parts = self.parts
+        address = await resolve(parts, self.policy)
+        pin = pinned(parts, address)
+        port = parts.port or _DEFAULT_PORT[parts.scheme]
+        origin = http1.Origin(str(address), port, pin.server_name)
+        route = Route(origin, _target(parts), pin.host_header, time.monotonic())
+        self._route = route
+        return route
+
+    def forget(self) -> None:
+        """Look up again at the next attempt (this one failed: the address may have moved)."""
+        self._route = None
+
+
 def client(concurrency: int) -> http1.Client:
     """Connections kept for the next message: as many as endpoints are worked on at once.
     No proxy, no redirect: the checked address is the one connected to, and only it."""
@@ -54,8 +104,7 @@ def client(concurrency: int) -> http1.Client:
 
 async def send(
     http: http1.Client,
-    parts: SplitResult,
-    policy: Policy,
+    way: Way,
     headers: dict[str, str],
     body: bytes,
     seconds: float,
@@ -64,8 +113,11 @@ async def send(
     """The answer to one POST of `body`; None when `go` said not to send it after all. While
     tracing, a span `webhook attempt` naming the receiver's host and port, never its path or
     query (which may carry the receiver's own secret)."""
+    parts = way.parts
     with span("webhook attempt") as traced:
-        answer = await _send(http, parts, policy, headers, body, seconds, go)
+        answer = await _send(http, way, headers, body, seconds, go)
+        if answer is not None and not answer.delivered:
+            way.forget()
         if answer is not None:
             log.debug(
                 "webhook attempt to %s:%s: %s in %d ms",
@@ -93,8 +145,7 @@ def _error_type(answer: Answer) -> str:
 
 async def _send(
     http: http1.Client,
-    parts: SplitResult,
-    policy: Policy,
+    way: Way,
     headers: dict[str, str],
     body: bytes,
     seconds: float,
@@ -106,17 +157,14 @@ async def _send(
     error: str | None = None
     try:
         async with asyncio.timeout(seconds):
-            address = await resolve(parts, policy)
+            route = await way.route()
             if go is not None and not await go():
                 return None
-            pin = pinned(parts, address)
             reply = await http.post(
-                http1.Origin(
-                    str(address), parts.port or _DEFAULT_PORT[parts.scheme], pin.server_name
-                ),
-                _target(parts),
+                route.origin,
+                route.target,
                 [
-                    ("host", pin.host_header),
+                    ("host", route.host_header),
                     *headers.items(),
                     ("content-type", "application/json"),
                     ("user-agent", USER_AGENT),

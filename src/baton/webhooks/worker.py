@@ -88,7 +88,7 @@ from baton.metrics import REGISTRY
 from baton.protocol.handoff import HANDOFF
 from baton.services.context import Context
 from baton.services.task_webhooks import TURN_TRUSTS_SECONDS, opened
-from baton.services.webhook_addresses import Policy, Refused, parse
+from baton.services.webhook_addresses import Policy, Refused
 from baton.services.webhook_secrets import SecretBox, SecretUnavailable
 from baton.store import webhooks as store
 from baton.store.db import Database
@@ -115,6 +115,7 @@ STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
 RECHECK_SECONDS = TURN_TRUSTS_SECONDS
 PRUNE_SECONDS = 60.0
 KEPT_RENDERS = 4096  # rendered events kept for the next endpoint of the same owner and filter
+KEPT_WAYS = 1024  # URLs whose look-up is kept for the next message (`attempt.Way`)
 
 ATTEMPTS = Counter(
     "baton_webhook_attempts",
@@ -178,6 +179,8 @@ class DeliveryWorker:
         self._reads: dict[tuple[str, str, bytes, int], asyncio.Task[tuple[int, store.Batch]]] = {}
         # When each running turn last saw its endpoint unchanged, and `_changes` then.
         self._seen: dict[str, tuple[float, int]] = {}
+        self._sendings: dict[str, _Sending] = {}  # each turn's, by endpoint (`_sending_of`)
+        self._ways: OrderedDict[tuple[str, Policy], attempt.Way] = OrderedDict()
         # The checks that the endpoint is unchanged asked for and not yet sent, and the task
         # that sends them (`_check`).
         self._to_check: dict[str, tuple[datetime, asyncio.Future[bool]]] = {}
@@ -331,6 +334,7 @@ class DeliveryWorker:
     def _done(self, endpoint_id: str, _: object) -> None:
         self._active.pop(endpoint_id, None)
         self._seen.pop(endpoint_id, None)
+        self._sendings.pop(endpoint_id, None)
         self._owners.pop(endpoint_id, None)
         self._wake.set()  # a slot is free, and the endpoint may have more to send
 
@@ -399,22 +403,18 @@ class DeliveryWorker:
         changed (or its lease was lost) since the turn read it: nothing was sent."""
         assert self._http is not None
         started = datetime.now(UTC)
-        policy = self._policy(endpoint)
         try:
-            parts = parse(endpoint.url, policy)
-            secrets = self._secrets(endpoint)
-            own = self._own_headers(endpoint)
+            sending = self._sending_of(endpoint)
         except (Refused, SecretUnavailable) as exc:
             if not await self._unchanged(endpoint):
                 return None, started
             answer: attempt.Answer | None = attempt.Answer(False, None, None, str(exc), 0)
         else:
-            headers = {**signing.headers(secrets, message_id, int(time.time()), body), **own}
+            signed = signing.headers(sending.secrets, message_id, int(time.time()), body)
             answer = await attempt.send(
                 self._http,
-                parts,
-                policy,
-                headers,
+                sending.way,
+                {**signed, **sending.own},
                 body,
                 self.settings.timeout,
                 functools.partial(self._unchanged, endpoint),
@@ -422,6 +422,35 @@ class DeliveryWorker:
         if answer is not None:
             ATTEMPTS.labels(outcome="delivered" if answer.delivered else "failed").inc()
         return answer, started
+
+    def _sending_of(self, endpoint: EndpointRecord) -> _Sending:
+        """How the turn's messages to `endpoint` go: its URL (`attempt.Way`), its secrets and
+        its own headers, made at the turn's first message (the record is the turn's: a
+        change to the endpoint ends the turn) and kept until the turn is over (`_done`)."""
+        kept = self._sendings.get(endpoint.id)
+        if kept is not None and kept.endpoint is endpoint:
+            return kept
+        made = _Sending(
+            endpoint,
+            self._way(endpoint.url, self._policy(endpoint)),
+            self._secrets(endpoint),
+            self._own_headers(endpoint),
+        )
+        self._sendings[endpoint.id] = made
+        return made
+
+    def _way(self, url: str, policy: Policy) -> attempt.Way:
+        """The URL's `attempt.Way`, kept across turns: a turn often sends one message, and
+        the look-up it holds serves the next turns for `attempt.ROUTE_SECONDS`."""
+        key = (url, policy)
+        way = self._ways.get(key)
+        if way is None:
+            way = self._ways[key] = attempt.Way(url, policy)
+            while len(self._ways) > KEPT_WAYS:
+                self._ways.popitem(last=False)
+        else:
+            self._ways.move_to_end(key)
+        return way
 
     def _own_headers(self, endpoint: EndpointRecord) -> dict[str, str]:
         """A task-scoped endpoint's token and authentication, as headers (`formats`)."""
@@ -902,6 +931,16 @@ class DeliveryWorker:
         delivered = any(a.delivered for a in done) or acknowledged != cursor
         state = self._after(endpoint, state, delivered, failure)
         return done, state, short or withdrawn or ended or failure is not None
+
+
+@dataclass(frozen=True)
+class _Sending:
+    """What every message of a turn to `endpoint` is sent with."""
+
+    endpoint: EndpointRecord
+    way: attempt.Way
+    secrets: list[str]
+    own: dict[str, str]
 
 
 @dataclass(frozen=True)
