@@ -47,10 +47,10 @@ class Received:
 
 @dataclass
 class Receiver:
-    """Records every POST by path. Per path: answer `status`, fail `failures` times with 500
-    first, or hold requests until `holds[path]` is set. A held request whose client goes
-    away first (Baton's attempt timed out, or was cancelled) is recorded in `ended`, with the
-    time it went."""
+    """Records every POST by path. Per path: answer `status` with `bodies`, fail `failures`
+    times with 500 first, or hold requests until `holds[path]` is set. A held request whose
+    client goes away first (Baton's attempt timed out, or was cancelled) is recorded in
+    `ended`, with the time it went."""
 
     url: str = ""
     got: dict[str, list[Received]] = field(default_factory=lambda: defaultdict(list))
@@ -59,6 +59,7 @@ class Receiver:
     holds: dict[str, asyncio.Event] = field(default_factory=dict)
     ended: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     delay: float = 0.0  # seconds every answer takes
+    bodies: dict[str, bytes] = field(default_factory=dict)  # per path, the answer's body
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     def at(self, path: str) -> str:
@@ -85,7 +86,7 @@ class Receiver:
         if self.failures.get(path, 0) > 0:
             self.failures[path] -= 1
             return Response("not yet", 500)
-        return Response("ok", self.status.get(path, 200))
+        return Response(self.bodies.get(path, b"ok"), self.status.get(path, 200))
 
     async def wait_for(self, path: str, count: int, seconds: float = 30.0) -> list[Received]:
         deadline = time.monotonic() + seconds

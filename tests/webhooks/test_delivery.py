@@ -184,6 +184,42 @@ async def test_a_receiver_failing_three_times_is_retried_with_backoff_then_ackno
     )
 
 
+async def test_an_answer_carrying_a_nul_is_recorded_and_its_message_not_sent_again(
+    webhook_server: LiveServer, world: World, receiver: Receiver
+) -> None:
+    """PostgreSQL's text holds no NUL: stored as it came, the answer made the attempt's record
+    fail, and the acknowledged message went again, for ever."""
+    token = await webhook_server.token(owner(world.req_owner))
+    receiver.bodies["/nul"] = b"ok\x00done"
+    made = await create_endpoint(
+        webhook_server, token, receiver.at("/nul"), taskEvents={"states": ["requested"]}
+    )
+    endpoint_id = made["endpoint"]["id"]
+    await world.hand_off()
+    await receiver.wait_for("/nul", 1)
+
+    async def acknowledged() -> dict[str, Any] | None:
+        data = await graphql(
+            webhook_server,
+            token,
+            "query($id: ID!) { webhookEndpoint(id: $id) { failures "
+            "deliveries(first: 5) { status attempts responseBody } } }",
+            {"id": endpoint_id},
+        )
+        state = data["webhookEndpoint"]
+        return state if state["deliveries"] else None
+
+    state = await eventually(acknowledged)
+    assert state["deliveries"] == [
+        {"status": "DELIVERED", "attempts": 1, "responseBody": "ok\ufffddone"}
+    ]
+    assert state["failures"] == 0
+    await world.hand_off()  # the next message is the second task's, not the first again
+    messages = await receiver.wait_for("/nul", 2)
+    ids = [verified(made["secret"], m)["data"]["taskEvents"]["id"] for m in messages]
+    assert len(set(ids)) == 2, ids
+
+
 async def test_a_hanging_receiver_does_not_delay_another_endpoint(
     webhook_server: LiveServer, world: World, receiver: Receiver
 ) -> None:

@@ -199,10 +199,17 @@ async def _send(
     return Answer(
         delivered,
         status,
-        excerpt,
-        error[:MAX_ERROR_CHARS] if error else None,
+        storable(excerpt) if excerpt else None,
+        storable(error[:MAX_ERROR_CHARS]) if error else None,
         duration,
     )
+
+
+def storable(text: str) -> str:
+    """`text` as PostgreSQL's text can hold it: a NUL (which a receiver's answer may carry)
+    becomes U+FFFD, as an undecodable byte does. Stored as it came, it made the record of the
+    attempt fail, and the message went again, for ever."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 _DEFAULT_PORT = {"https": 443, "http": 80}
