@@ -1,12 +1,14 @@
 """What a turn costs the database: the round trips of one endpoint's turn that sends a batch of
 events, its rendering aside (an endpoint of the same owner and filter rendered them already),
-and of the checks that turns asking at once make that their endpoints are unchanged."""
+and of what turns asking at once ask together: that their endpoints are unchanged, and the
+writes of their batches."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 from broadcaster import Broadcast
@@ -147,3 +149,57 @@ async def test_turns_reading_and_checking_their_endpoints_at_once_ask_in_one_rou
         )
     assert count() == 1
     assert reads[0][1].ids and all(read == reads[0] for read in reads)
+
+
+async def test_turns_writing_their_batches_at_once_write_in_one_statement(
+    db: Database, receiver: Receiver
+) -> None:
+    """Each endpoint's batch is written or not on its own: one counted, one kept in the
+    history only (its owner changed it), one not written (its lease was lost)."""
+    box = SecretBox(KEY)
+    service = TaskService(db)
+    worker = DeliveryWorker(db, ENGINE, lambda _: None, (None, None), box, SETTINGS)  # type: ignore[arg-type]
+    world = World(service)
+    ids = [f"wh_write_{n}" for n in range(3)]
+    async with db.transaction() as conn:
+        for endpoint_id in ids:
+            await store.insert_endpoint(
+                conn,
+                id=endpoint_id,
+                owner=world.req_owner,
+                url=receiver.at("/write"),
+                description="",
+                task_filter={},
+                run_filter=None,
+                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
+                allow_private=True,
+            )
+    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
+    endpoints = sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+    await db.execute("UPDATE webhook_endpoints SET updated_at = now() WHERE id = $1", ids[1])
+    await db.execute("UPDATE webhook_endpoints SET lease_until = now() WHERE id = $1", ids[2])
+    now = datetime.now(UTC)
+
+    def done(n: int) -> list[store.Attempted]:
+        return [store.Attempted("task", 7, f"msg_{n}", True, 200, "ok", 3, None, now)]
+
+    with counting_statements() as count:
+        recorded = await asyncio.gather(
+            *(
+                worker._record(e, done(n), store.Outcome(7, 0, 0, None), last=True)
+                for n, e in enumerate(endpoints)
+            )
+        )
+    assert count() == 1
+    assert recorded == [store.Recorded.COUNTED, store.Recorded.CHANGED, store.Recorded.LOST]
+    rows = await db.fetch(
+        "SELECT w.id, w.task_cursor, w.lease_until <= now() AS free, count(d.id) AS written "
+        "FROM webhook_endpoints w LEFT JOIN webhook_deliveries d ON d.endpoint_id = w.id "
+        "WHERE w.id = ANY($1::text[]) GROUP BY w.id ORDER BY w.id",
+        ids,
+    )
+    assert [(r["task_cursor"], r["free"], r["written"]) for r in rows] == [
+        (7, True, 1),  # counted, the lease handed back
+        (7, True, 1),  # changed: the attempt kept, the cursor past what was acknowledged
+        (0, True, 0),  # lost: nothing written
+    ]

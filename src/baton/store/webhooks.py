@@ -649,6 +649,18 @@ class Outcome:
     ended: bool = False  # a task-scoped endpoint's task's final event was acknowledged
 
 
+@dataclass(frozen=True)
+class Written:
+    """One endpoint's batch to write (`record_all`): its attempts, its state after them,
+    its `updated_at` when the turn read it (`seen`), and whether the lease goes back."""
+
+    endpoint_id: str
+    attempts: Sequence[Attempted]
+    outcome: Outcome
+    seen: datetime
+    release: bool = False
+
+
 async def record(
     db: Database,
     endpoint_id: str,
@@ -659,68 +671,123 @@ async def record(
     *,
     release: bool = False,
 ) -> Recorded:
-    """Write a batch's attempts and the endpoint's new state in one statement, only while
-    `holder` still holds the lease (else nothing, LOST); with the turn's last write
-    (`release`), the lease is handed back in it, not by a statement of its own. If the owner
-    changed the endpoint since `seen` (its `updated_at` when the turn read it), the attempts
-    are kept in its history but count for nothing (CHANGED): its failures, next try and
-    enabled state stay as the change left them. A task-scoped endpoint whose task's final
-    event was acknowledged (`outcome.ended`) ends either way: no change brings the task back."""
-    manual = [a for a in attempts if a.delivery_id is not None]
-    events = [a for a in attempts if a.delivery_id is None]
-    # One statement, so one round trip and atomic without BEGIN and COMMIT of their own: the
-    # attempts are written only with the endpoint's row (`w` is empty once the lease is lost).
-    row = await db.fetchrow(
+    """`record_all` of one endpoint's batch."""
+    written = Written(endpoint_id, attempts, outcome, seen, release)
+    return (await record_all(db, holder, [written]))[endpoint_id]
+
+
+async def record_all(db: Database, holder: str, batches: Sequence[Written]) -> dict[str, Recorded]:
+    """Write endpoints' batches (each endpoint once) in one statement: for each, its attempts
+    and its new state, only while `holder` still holds its lease (else nothing, LOST); with
+    the turn's last write (`release`), the lease is handed back in it. If the owner changed
+    the endpoint since `seen` (its `updated_at` when the turn read it), the attempts are kept
+    in its history but count for nothing (CHANGED): its failures, next try and enabled state
+    stay as the change left them. A task-scoped endpoint whose task's final event was
+    acknowledged (`outcome.ended`) ends either way: no change brings the task back.
+
+    One statement, so one round trip and atomic without BEGIN and COMMIT of their own, and
+    the batches of the turns that finish together (`DeliveryWorker._record`) go in one: the
+    attempts are written only with their endpoint's row (`w` lacks it once the lease is
+    lost). The batches travel as JSON, a row per endpoint and per attempt."""
+    ids = [b.endpoint_id for b in batches]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"an endpoint written twice in one statement: {sorted(ids)}")
+    endpoints = []
+    manual = []
+    events = []
+    for b in sorted(batches, key=lambda b: b.endpoint_id):
+        o = b.outcome
+        endpoints.append(
+            {
+                "id": b.endpoint_id,
+                "task_cursor": o.task_cursor,
+                "run_cursor": o.run_cursor,
+                "failures": o.failures,
+                "next_attempt_at": o.next_attempt_at,
+                "disabled_reason": o.disabled_reason,
+                "seen": b.seen,
+                "task_acked": o.task_cursor if o.task_acked is None else o.task_acked,
+                "run_acked": o.run_cursor if o.run_acked is None else o.run_acked,
+                "ended": o.ended,
+                "release": b.release,
+            }
+        )
+        for a in b.attempts:
+            row = {
+                "endpoint_id": b.endpoint_id,
+                "delivered": a.delivered,
+                "response_status": a.response_status,
+                "response_body": a.response_body,
+                "duration_ms": a.duration_ms,
+                "error": a.error,
+                "at": a.at,
+            }
+            if a.delivery_id is not None:
+                row["id"] = a.delivery_id
+                manual.append(row)
+            else:
+                row["log"] = a.log
+                row["event_id"] = a.event_id
+                row["message_id"] = a.message_id
+                events.append(row)
+    rows = await db.fetch(
         """
-        WITH w AS (
-            UPDATE webhook_endpoints SET
-                task_cursor = greatest(task_cursor,
-                    CASE WHEN updated_at = $8 THEN $2::bigint ELSE $9::bigint END),
-                run_cursor = greatest(run_cursor,
-                    CASE WHEN updated_at = $8 THEN $3::bigint ELSE $10::bigint END),
-                failures = CASE WHEN updated_at = $8 THEN $4::int ELSE failures END,
-                next_attempt_at = CASE WHEN updated_at = $8 THEN $5::timestamptz
-                    ELSE next_attempt_at END,
-                enabled = enabled AND NOT (updated_at = $8 AND $6::text IS NOT NULL)
-                    AND NOT $11::bool,
-                disabled_reason = CASE WHEN $11::bool THEN $12::text
-                    WHEN updated_at = $8 AND enabled AND $6::text IS NOT NULL
-                    THEN $6::text ELSE disabled_reason END,
-                disabled_at = CASE WHEN enabled AND ($11::bool
-                    OR (updated_at = $8 AND $6::text IS NOT NULL))
-                    THEN now() ELSE disabled_at END,
-                lease_until = CASE WHEN $13::bool THEN now() ELSE lease_until END
-            WHERE id = $1 AND lease_holder = $7 AND lease_until >= now()
-            RETURNING updated_at = $8::timestamptz AS unchanged
+        WITH o AS (
+            SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(id text, task_cursor bigint,
+                run_cursor bigint, failures int, next_attempt_at timestamptz,
+                disabled_reason text, seen timestamptz, task_acked bigint, run_acked bigint,
+                ended bool, release bool)
+        ),
+        w AS (
+            UPDATE webhook_endpoints e SET
+                task_cursor = greatest(e.task_cursor,
+                    CASE WHEN e.updated_at = o.seen THEN o.task_cursor ELSE o.task_acked END),
+                run_cursor = greatest(e.run_cursor,
+                    CASE WHEN e.updated_at = o.seen THEN o.run_cursor ELSE o.run_acked END),
+                failures = CASE WHEN e.updated_at = o.seen THEN o.failures ELSE e.failures END,
+                next_attempt_at = CASE WHEN e.updated_at = o.seen THEN o.next_attempt_at
+                    ELSE e.next_attempt_at END,
+                enabled = e.enabled AND NOT (e.updated_at = o.seen
+                    AND o.disabled_reason IS NOT NULL) AND NOT o.ended,
+                disabled_reason = CASE WHEN o.ended THEN $3::text
+                    WHEN e.updated_at = o.seen AND e.enabled AND o.disabled_reason IS NOT NULL
+                    THEN o.disabled_reason ELSE e.disabled_reason END,
+                disabled_at = CASE WHEN e.enabled AND (o.ended
+                    OR (e.updated_at = o.seen AND o.disabled_reason IS NOT NULL))
+                    THEN now() ELSE e.disabled_at END,
+                lease_until = CASE WHEN o.release THEN now() ELSE e.lease_until END
+            FROM o
+            WHERE e.id = o.id AND e.lease_holder = $2 AND e.lease_until >= now()
+            RETURNING e.id, e.updated_at = o.seen AS unchanged, o.next_attempt_at
         ),
         manual AS (
             UPDATE webhook_deliveries d SET
                 status = CASE WHEN a.delivered THEN 'delivered' ELSE 'failed' END,
                 attempts = d.attempts + 1, response_status = a.response_status,
                 response_body = a.response_body, duration_ms = a.duration_ms,
-                last_error = a.error, next_attempt_at = NULL, attempted_by = $7,
+                last_error = a.error, next_attempt_at = NULL, attempted_by = $2,
                 updated_at = a.at,
                 delivered_at = CASE WHEN a.delivered THEN a.at ELSE d.delivered_at END
-            FROM w, unnest($14::bigint[], $15::bool[], $16::int[], $17::text[], $18::int[],
-                           $19::text[], $20::timestamptz[])
-                AS a(id, delivered, response_status, response_body, duration_ms, error, at)
-            WHERE d.id = a.id
+            FROM w JOIN jsonb_to_recordset($4::jsonb) AS a(endpoint_id text, id bigint,
+                delivered bool, response_status int, response_body text, duration_ms int,
+                error text, at timestamptz) ON a.endpoint_id = w.id
+            WHERE d.id = a.id AND d.endpoint_id = w.id
         ),
         events AS (
             INSERT INTO webhook_deliveries AS d (endpoint_id, kind, log, event_id,
                 message_id, status, attempts, response_status, response_body, duration_ms,
                 last_error, next_attempt_at, attempted_by, created_at, updated_at,
                 delivered_at)
-            SELECT $1, 'event', a.log, a.event_id, a.message_id,
+            SELECT w.id, 'event', a.log, a.event_id, a.message_id,
                 CASE WHEN a.delivered THEN 'delivered' ELSE 'pending' END, 1,
                 a.response_status, a.response_body, a.duration_ms, a.error,
                 -- The head's row carries the endpoint's next try while it is pending.
-                CASE WHEN NOT a.delivered AND w.unchanged THEN $5::timestamptz END, $7,
+                CASE WHEN NOT a.delivered AND w.unchanged THEN w.next_attempt_at END, $2,
                 a.at, a.at, CASE WHEN a.delivered THEN a.at END
-            FROM w, unnest($21::text[], $22::bigint[], $23::text[], $24::bool[], $25::int[],
-                           $26::text[], $27::int[], $28::text[], $29::timestamptz[])
-                AS a(log, event_id, message_id, delivered, response_status, response_body,
-                     duration_ms, error, at)
+            FROM w JOIN jsonb_to_recordset($5::jsonb) AS a(endpoint_id text, log text,
+                event_id bigint, message_id text, delivered bool, response_status int,
+                response_body text, duration_ms int, error text, at timestamptz)
+                ON a.endpoint_id = w.id
             ON CONFLICT (endpoint_id, log, event_id) WHERE kind = 'event' DO UPDATE SET
                 status = excluded.status, attempts = d.attempts + 1,
                 response_status = excluded.response_status,
@@ -730,42 +797,16 @@ async def record(
                 attempted_by = excluded.attempted_by, updated_at = excluded.updated_at,
                 delivered_at = excluded.delivered_at
         )
-        SELECT unchanged FROM w
+        SELECT id, unchanged FROM w
         """,
-        endpoint_id,
-        outcome.task_cursor,
-        outcome.run_cursor,
-        outcome.failures,
-        outcome.next_attempt_at,
-        outcome.disabled_reason,
+        endpoints,
         holder,
-        seen,
-        outcome.task_cursor if outcome.task_acked is None else outcome.task_acked,
-        outcome.run_cursor if outcome.run_acked is None else outcome.run_acked,
-        outcome.ended,
         TASK_ENDED,
-        release,
-        [a.delivery_id for a in manual],
-        *_columns(manual),
-        [a.log for a in events],
-        [a.event_id for a in events],
-        [a.message_id for a in events],
-        *_columns(events),
+        manual,
+        events,
     )
-    if row is None:
-        return Recorded.LOST
-    return Recorded.COUNTED if row["unchanged"] else Recorded.CHANGED
-
-
-def _columns(attempts: Sequence[Attempted]) -> list[list[Any]]:
-    return [
-        [a.delivered for a in attempts],
-        [a.response_status for a in attempts],
-        [a.response_body for a in attempts],
-        [a.duration_ms for a in attempts],
-        [a.error for a in attempts],
-        [a.at for a in attempts],
-    ]
+    found = {row["id"]: Recorded.COUNTED if row["unchanged"] else Recorded.CHANGED for row in rows}
+    return {id: found.get(id, Recorded.LOST) for id in ids}
 
 
 async def prune(db: Database, keep: int = KEPT_DELIVERIES) -> int:

@@ -185,6 +185,9 @@ class DeliveryWorker:
         # that sends them (`_check`).
         self._to_check: dict[str, tuple[datetime, asyncio.Future[bool]]] = {}
         self._checker: asyncio.Task[None] | None = None
+        # The batches to write, and the task that writes them (`_record`).
+        self._to_write: list[tuple[store.Written, asyncio.Future[Recorded]]] = []
+        self._writer: asyncio.Task[None] | None = None
         self._endpoints_exist = asyncio.Event()
         self._active: dict[str, asyncio.Task[None]] = {}
         self._owners: dict[str, str] = {}  # the owner of each endpoint in `_active`
@@ -219,8 +222,7 @@ class DeliveryWorker:
         """Stop within `STOP_SECONDS`: attempts in flight are cancelled (their endpoints'
         leases run out and the messages go again later), no peer is waited on."""
         tasks = [*self._tasks, *self._active.values(), *self._reads.values()]
-        if self._checker is not None:
-            tasks.append(self._checker)
+        tasks += [t for t in (self._checker, self._writer) if t is not None]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -499,15 +501,37 @@ class DeliveryWorker:
         last: bool = False,
     ) -> Recorded:
         """Write a batch; the turn's `last` write hands the lease back too (the turn then
-        touches the endpoint no more)."""
-        recorded = await store.record(
-            self.db, endpoint.id, self.holder, done, state, endpoint.updated_at, release=last
-        )
+        touches the endpoint no more). The batches of turns that write at the same time go
+        in one statement (`_run_writes`)."""
+        written = store.Written(endpoint.id, done, state, endpoint.updated_at, release=last)
+        found: asyncio.Future[Recorded] = asyncio.get_running_loop().create_future()
+        self._to_write.append((written, found))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._run_writes(), name="baton-webhooks-write")
+        recorded = await found
         if last and recorded is not Recorded.LOST:
             self._released.add(endpoint.id)
         if recorded is Recorded.COUNTED and state.disabled_reason:
             log.warning("webhooks: endpoint %s disabled: %s", endpoint.id, state.disabled_reason)
         return recorded
+
+    async def _run_writes(self) -> None:
+        """Write the batches asked for, a statement at a time: those asked while one is on
+        its way go in the next. A turn writes once per batch, so an endpoint is in a
+        statement at most once."""
+        while self._to_write:
+            await asyncio.sleep(0)  # the turns whose answers came together write too
+            asked, self._to_write = self._to_write, []
+            try:
+                recorded = await store.record_all(self.db, self.holder, [w for w, _ in asked])
+            except Exception as exc:
+                for _, found in asked:
+                    if not found.done():
+                        found.set_exception(exc)
+                continue
+            for written, found in asked:
+                if not found.done():
+                    found.set_result(recorded[written.endpoint_id])
 
     async def _unchanged(self, endpoint: EndpointRecord) -> bool:
         """Whether the endpoint is as the turn read it and its lease held: known without a
