@@ -4,10 +4,12 @@ store's statement counter)."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import (
+    GetTaskRequest,
     Message,
     Part,
     Role,
@@ -113,3 +115,27 @@ async def test_a_hand_off_refused_for_its_context_writes_no_task(
     task_id = task_id_for(owner_of(world.requester), derived_id(world.assignee, "long"))
     with pytest.raises(NotFound):
         await service.get(agent(world.requester), task_id)
+
+
+async def test_a_read_of_a_task_reads_its_context_and_history_in_one_statement(
+    service: TaskService, db: Database, world: World
+) -> None:
+    """GetTask: the task (as the caller may see it), then its kept context and its newest
+    events together; they are what the two reads made one by one answer."""
+    await world.decide(GateDecision.ALLOW)
+    handler = handler_for(service, db)
+    task = await sent(handler, world, hand_off(world, "read", "conversation"))
+    plain = await world.hand_off()  # handed off over GraphQL's service: no context kept
+    params = GetTaskRequest(id=task.id, history_length=5)
+    with counting_statements() as statements:
+        answer = orjson.loads(await handler.get_task_json(params, called(world)))
+    assert statements() == 2
+    assert answer["contextId"] == "conversation" and answer["id"] == task.id
+    assert [m["messageId"] for m in answer["history"]][:1] == ["read"]
+    contexts = TaskContexts(db)
+    ids = [task.id, plain.id, "no such task"]
+    for count in (1, 2, 5):
+        kept, newest = await contexts.kept_and_newest(ids, count)
+        assert kept == await contexts.of(ids)
+        assert newest == await contexts.newest_events(ids, count)
+    assert plain.id not in kept and len(newest[task.id]) == 2

@@ -164,9 +164,11 @@ class BatonHandler(RequestHandler):
         newest: dict[str, list[EventRecord]] | None = None,
         kept: dict[str, TaskContext] | None = None,
     ) -> list[Task]:
-        """Tasks as A2A's, with their contexts and newest events read in one query each."""
+        """Tasks as A2A's, with their contexts and newest events read in one query."""
         ids = [t.id for t in tasks]
         contexts = self.contexts()
+        if kept is None and newest is None:
+            kept, newest = await contexts.kept_and_newest(ids, max(1, history))
         if kept is None:
             kept = await contexts.of(ids)
         if newest is None:
@@ -205,9 +207,9 @@ class BatonHandler(RequestHandler):
         with self._answering(call):
             history = _history(params.history_length if params.HasField("history_length") else None)
             task = await self._visible(call, self.context(call.principal), params.id)
-            contexts = self.contexts()
-            found = (await contexts.of([task.id])).get(task.id)
-            newest = (await contexts.newest_events([task.id], max(1, history))).get(task.id, [])
+            kept, events = await self.contexts().kept_and_newest([task.id], max(1, history))
+            found = kept.get(task.id)
+            newest = events[task.id]
             context_id = found.context_id if found is not None else task.id
             message_id = found.message_id if found is not None else None
 

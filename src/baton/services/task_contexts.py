@@ -58,3 +58,10 @@ class TaskContexts:
     ) -> dict[str, list[EventRecord]]:
         async with self.db.connection() as conn:
             return await store.newest_events(conn, task_ids, count)
+
+    async def kept_and_newest(
+        self, task_ids: Sequence[str], count: int
+    ) -> tuple[dict[str, TaskContext], dict[str, list[EventRecord]]]:
+        """`of` and `newest_events` in one round trip."""
+        async with self.db.connection() as conn:
+            return await store.kept_and_newest(conn, task_ids, count)

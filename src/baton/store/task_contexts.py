@@ -99,6 +99,44 @@ ORDER BY e.task_id, e.id
 """
 
 
+# `_NEWEST` beside each task's kept context, in one query.
+_KEPT_AND_NEWEST = """
+SELECT wanted.id AS wanted_id, c.context_id AS kept_context_id,
+    c.message_id AS kept_message_id, n.*
+FROM unnest($1::text::text[]) AS wanted(id)
+LEFT JOIN a2a_task_contexts c ON c.task_id = wanted.id
+LEFT JOIN LATERAL (
+    SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_name,
+        e.from_state AS event_from, e.actor AS event_actor, e.reason AS event_reason,
+        t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee,
+        NULL::jsonb AS packet, e.result, e.latest_checkpoint, t.verification, e.version,
+        t.input_digest, t.created_at, e.at AS updated_at
+    FROM (
+        SELECT * FROM task_events WHERE task_id = wanted.id ORDER BY id DESC LIMIT $2
+    ) AS e
+    JOIN tasks t ON t.id = e.task_id
+) AS n ON TRUE
+ORDER BY wanted.id, n.event_id
+"""
+
+
+async def kept_and_newest(
+    conn: Connection, task_ids: Sequence[str], count: int
+) -> tuple[dict[str, TaskContext], dict[str, list[EventRecord]]]:
+    """`of` and `newest_events` (`count` at least 1) in one query."""
+    kept: dict[str, TaskContext] = {}
+    found: dict[str, list[EventRecord]] = {task_id: [] for task_id in task_ids}
+    if not task_ids:
+        return kept, found
+    for row in await conn.fetch(_KEPT_AND_NEWEST, text_array(list(found)), max(1, count)):
+        task_id = row["wanted_id"]
+        if row["kept_context_id"] is not None and task_id not in kept:
+            kept[task_id] = TaskContext(row["kept_context_id"], row["kept_message_id"])
+        if row["event_id"] is not None:
+            found[task_id].append(EventRecord.from_row(row))
+    return kept, found
+
+
 async def newest_events(
     conn: Connection, task_ids: Sequence[str], count: int
 ) -> dict[str, list[EventRecord]]:
