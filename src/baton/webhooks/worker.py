@@ -11,7 +11,8 @@ which claims the endpoint again once the turn is over. (Keeping the lease across
 turn that lingers for its endpoint's next event, was measured and left out: turns already run
 on while events keep coming, so claims were 1-3 in 100 messages.) Turns that read the new
 events of the same owner, log, filter and cursor at the same time read them in one round trip
-(`_read_shared`). A process killed anywhere in between has written nothing for that batch; its
+(`_read_shared`), and turns that write their batches at the same time write them in one
+statement (`_record`; each endpoint's written, or not, on its own terms). A process killed anywhere in between has written nothing for that batch; its
 lease runs out and the next claim sends from the old cursor again: the receiver may see the
 batch's messages twice (same `webhook-id`), never miss one.
 
