@@ -10,7 +10,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from baton.services import webhook_addresses as addresses
 from baton.services import webhook_secrets
-from baton.webhooks import schedule, signing
+from baton.webhooks import attempt, schedule, signing
 
 
 def test_signatures_verify_with_the_reference_library() -> None:
@@ -115,3 +115,19 @@ def test_the_default_schedule_spans_about_a_day() -> None:
         nominal = delays[failures - 1]
         for _ in range(50):
             assert 0.8 * nominal <= schedule.delay(failures, 5.0, rng=rng) <= 1.2 * nominal
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("ok", "ok"),
+        ("ok\x00done", "ok\ufffddone"),
+        ("é\ud800x", "é?x"),
+        ("ünï\x00", "ünï\ufffd"),
+    ],
+)
+def test_an_answers_text_is_kept_as_postgresql_can_hold_it(text: str, kept: str) -> None:
+    out = attempt.storable(text)
+    assert out == kept
+    out.encode("utf-8")  # no surrogate left
+    assert "\x00" not in out

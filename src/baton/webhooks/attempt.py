@@ -36,8 +36,8 @@ USER_AGENT = "Baton-Webhooks/1"
 # Shorter than the idle timeouts of common servers (5 s for uvicorn, Node and Apache): a kept
 # connection is let go before its receiver closes it, so a message rarely meets a closing one.
 KEEP_ALIVE_SECONDS = 4.0
-# How long a look-up and its check serve the messages of a turn: about as long as a connection
-# is kept, and well under the time-to-live of most DNS answers.
+# How long a look-up and its check serve a URL's messages: about as long as a connection is
+# kept, and well under the time-to-live of most DNS answers.
 ROUTE_SECONDS = 5.0
 
 
@@ -207,8 +207,11 @@ async def _send(
 
 def storable(text: str) -> str:
     """`text` as PostgreSQL's text can hold it: a NUL (which a receiver's answer may carry)
-    becomes U+FFFD, as an undecodable byte does. Stored as it came, it made the record of the
+    becomes U+FFFD, as an undecodable byte does, and a lone surrogate (which no answer can
+    carry, but an error's text might) `?`. Stored as it came, either made the record of the
     attempt fail, and the message went again, for ever."""
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 

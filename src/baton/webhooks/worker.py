@@ -12,9 +12,10 @@ turn that lingers for its endpoint's next event, was measured and left out: turn
 on while events keep coming, so claims were 1-3 in 100 messages.) Turns that read the new
 events of the same owner, log, filter and cursor at the same time read them in one round trip
 (`_read_shared`), and turns that write their batches at the same time write them in one
-statement (`_record`; each endpoint's written, or not, on its own terms). A process killed anywhere in between has written nothing for that batch; its
-lease runs out and the next claim sends from the old cursor again: the receiver may see the
-batch's messages twice (same `webhook-id`), never miss one.
+statement (`_record`; each endpoint's written, or not, on its own terms). A process killed
+anywhere in between has written nothing for that batch; its lease runs out and the next claim
+sends from the old cursor again: the receiver may see the batch's messages twice (same
+`webhook-id`), never miss one.
 
 Order: an endpoint's task events arrive in task-event id order (the log's order), and its run
 events in run-event id order; the two logs are two sequences, sent task events first within
