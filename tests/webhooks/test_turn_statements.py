@@ -203,3 +203,48 @@ async def test_turns_writing_their_batches_at_once_write_in_one_statement(
         (7, True, 1),  # changed: the attempt kept, the cursor past what was acknowledged
         (0, True, 0),  # lost: nothing written
     ]
+
+
+async def test_a_batch_that_cannot_be_written_fails_no_other_endpoints(
+    db: Database, receiver: Receiver
+) -> None:
+    """The statement fails whole; each batch is then written alone, so only that one fails
+    (here, a NUL that no answer now carries: `attempt.storable`)."""
+    box = SecretBox(KEY)
+    worker = DeliveryWorker(db, ENGINE, lambda _: None, (None, None), box, SETTINGS)  # type: ignore[arg-type]
+    world = World(TaskService(db))
+    ids = [f"wh_apart_{n}" for n in range(2)]
+    async with db.transaction() as conn:
+        for endpoint_id in ids:
+            await store.insert_endpoint(
+                conn,
+                id=endpoint_id,
+                owner=world.req_owner,
+                url=receiver.at("/apart"),
+                description="",
+                task_filter={},
+                run_filter=None,
+                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
+                allow_private=True,
+            )
+    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
+    good, bad = sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+    now = datetime.now(UTC)
+    written = [
+        worker._record(
+            endpoint,
+            [store.Attempted("task", 9, f"msg_{n}", True, 200, body, 3, None, now)],
+            store.Outcome(9, 0, 0, None),
+        )
+        for n, (endpoint, body) in enumerate([(good, "ok"), (bad, "o\x00k")])
+    ]
+    with counting_statements() as count:
+        outcomes = await asyncio.gather(*written, return_exceptions=True)
+    assert count() == 3  # both together, then each alone
+    assert outcomes[0] is store.Recorded.COUNTED
+    assert isinstance(outcomes[1], Exception)
+    cursors = await db.fetch(
+        "SELECT id, task_cursor FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id",
+        ids,
+    )
+    assert [r["task_cursor"] for r in cursors] == [9, 0]

@@ -520,20 +520,27 @@ class DeliveryWorker:
     async def _run_writes(self) -> None:
         """Write the batches asked for, a statement at a time: those asked while one is on
         its way go in the next. A turn writes once per batch, so an endpoint is in a
-        statement at most once."""
+        statement at most once. A statement that fails is tried again a batch at a time, so
+        that no endpoint's batch (another owner's) fails for one that cannot be written."""
         while self._to_write:
             await asyncio.sleep(0)  # the turns whose answers came together write too
             asked, self._to_write = self._to_write, []
             try:
                 recorded = await store.record_all(self.db, self.holder, [w for w, _ in asked])
             except Exception as exc:
-                for _, found in asked:
-                    if not found.done():
-                        found.set_exception(exc)
+                if len(asked) == 1:
+                    _settle(asked[0][1], exc)
+                    continue
+                for written, found in asked:
+                    try:
+                        alone = await store.record_all(self.db, self.holder, [written])
+                    except Exception as each:
+                        _settle(found, each)
+                    else:
+                        _settle(found, alone[written.endpoint_id])
                 continue
             for written, found in asked:
-                if not found.done():
-                    found.set_result(recorded[written.endpoint_id])
+                _settle(found, recorded[written.endpoint_id])
 
     async def _unchanged(self, endpoint: EndpointRecord) -> bool:
         """Whether the endpoint is as the turn read it and its lease held: known without a
@@ -957,6 +964,16 @@ class DeliveryWorker:
         delivered = any(a.delivered for a in done) or acknowledged != cursor
         state = self._after(endpoint, state, delivered, failure)
         return done, state, short or withdrawn or ended or failure is not None
+
+
+def _settle(found: asyncio.Future[Recorded], outcome: Recorded | Exception) -> None:
+    """Answer a turn waiting on its write (unless it stopped waiting)."""
+    if found.done():
+        return
+    if isinstance(outcome, Exception):
+        found.set_exception(outcome)
+    else:
+        found.set_result(outcome)
 
 
 @dataclass(frozen=True)
