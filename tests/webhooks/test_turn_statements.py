@@ -35,6 +35,31 @@ from tests.webhooks.scoped import KEY, SETTINGS
 TURN_STATEMENTS = 2
 
 
+async def _made(db: Database, box: SecretBox, owner: str, urls: dict[str, str]) -> None:
+    """Endpoints of `owner` taking every task event, by id, each at its URL."""
+    async with db.transaction() as conn:
+        for endpoint_id, url in urls.items():
+            await store.insert_endpoint(
+                conn,
+                id=endpoint_id,
+                owner=owner,
+                url=url,
+                description="",
+                task_filter={},
+                run_filter=None,
+                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
+                allow_private=True,
+            )
+
+
+async def _leased(
+    db: Database, worker: DeliveryWorker, ids: list[str]
+) -> list[store.EndpointRecord]:
+    """`ids` leased by `worker`, in id order."""
+    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
+    return sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+
+
 @pytest.fixture
 async def db(server_url: str) -> AsyncIterator[Database]:
     async with own_database(server_url) as (_, found):
@@ -57,21 +82,8 @@ async def test_a_turn_that_sends_a_batch_reads_once_and_writes_once(
     worker = DeliveryWorker(db, ENGINE, context, hubs, box, SETTINGS)
     worker._http = attempt.client(2)
     world = World(service)
-    ids = []
-    async with db.transaction() as conn:
-        for n in range(2):
-            ids.append(f"wh_turn_{n}")
-            await store.insert_endpoint(
-                conn,
-                id=ids[-1],
-                owner=world.req_owner,
-                url=receiver.at(f"/{n}"),
-                description="",
-                task_filter={},
-                run_filter=None,
-                secret=box.seal("whsec_" + "a" * 32, ids[-1]),
-                allow_private=True,
-            )
+    ids = [f"wh_turn_{n}" for n in range(2)]
+    await _made(db, box, world.req_owner, {i: receiver.at(f"/{n}") for n, i in enumerate(ids)})
     await world.task_in(TaskState.working)
     try:
         counts = []
@@ -109,21 +121,8 @@ async def test_turns_reading_and_checking_their_endpoints_at_once_ask_in_one_rou
     worker = DeliveryWorker(db, ENGINE, lambda _: None, (None, None), box, SETTINGS)  # type: ignore[arg-type]
     world = World(service)
     ids = [f"wh_check_{n}" for n in range(3)]
-    async with db.transaction() as conn:
-        for endpoint_id in ids:
-            await store.insert_endpoint(
-                conn,
-                id=endpoint_id,
-                owner=world.req_owner,
-                url=receiver.at("/check"),
-                description="",
-                task_filter={},
-                run_filter=None,
-                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
-                allow_private=True,
-            )
-    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
-    endpoints = sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+    await _made(db, box, world.req_owner, {i: receiver.at("/check") for i in ids})
+    endpoints = await _leased(db, worker, ids)
     assert [e.id for e in endpoints] == ids
     # No look of theirs is trusted: each asks the database.
     with counting_statements() as count:
@@ -161,21 +160,8 @@ async def test_turns_writing_their_batches_at_once_write_in_one_statement(
     worker = DeliveryWorker(db, ENGINE, lambda _: None, (None, None), box, SETTINGS)  # type: ignore[arg-type]
     world = World(service)
     ids = [f"wh_write_{n}" for n in range(3)]
-    async with db.transaction() as conn:
-        for endpoint_id in ids:
-            await store.insert_endpoint(
-                conn,
-                id=endpoint_id,
-                owner=world.req_owner,
-                url=receiver.at("/write"),
-                description="",
-                task_filter={},
-                run_filter=None,
-                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
-                allow_private=True,
-            )
-    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
-    endpoints = sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+    await _made(db, box, world.req_owner, {i: receiver.at("/write") for i in ids})
+    endpoints = await _leased(db, worker, ids)
     await db.execute("UPDATE webhook_endpoints SET updated_at = now() WHERE id = $1", ids[1])
     await db.execute("UPDATE webhook_endpoints SET lease_until = now() WHERE id = $1", ids[2])
     now = datetime.now(UTC)
@@ -214,21 +200,8 @@ async def test_a_batch_that_cannot_be_written_fails_no_other_endpoints(
     worker = DeliveryWorker(db, ENGINE, lambda _: None, (None, None), box, SETTINGS)  # type: ignore[arg-type]
     world = World(TaskService(db))
     ids = [f"wh_apart_{n}" for n in range(2)]
-    async with db.transaction() as conn:
-        for endpoint_id in ids:
-            await store.insert_endpoint(
-                conn,
-                id=endpoint_id,
-                owner=world.req_owner,
-                url=receiver.at("/apart"),
-                description="",
-                task_filter={},
-                run_filter=None,
-                secret=box.seal("whsec_" + "a" * 32, endpoint_id),
-                allow_private=True,
-            )
-    claimed = await store.lease(db, worker.holder, SETTINGS.lease_seconds, ids)
-    good, bad = sorted((endpoint for endpoint, _ in claimed), key=lambda e: e.id)
+    await _made(db, box, world.req_owner, {i: receiver.at("/apart") for i in ids})
+    good, bad = await _leased(db, worker, ids)
     now = datetime.now(UTC)
     written = [
         worker._record(
