@@ -83,39 +83,30 @@ async def of(conn: Connection, task_ids: Sequence[str]) -> dict[str, TaskContext
 
 # The task at each event as `baton.store.tasks.EVENTS_WITH_TASKS` reads it, but for its packet
 # (no history entry needs it, and it is the task's largest column): the records' `packet` is
-# None.
-_NEWEST = """
+# None. Of each wanted task's newest $2 events (`e`).
+_EVENTS_AT = """
 SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_name,
     e.from_state AS event_from, e.actor AS event_actor, e.reason AS event_reason,
     t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee,
     NULL::jsonb AS packet, e.result, e.latest_checkpoint, t.verification, e.version,
     t.input_digest, t.created_at, e.at AS updated_at
-FROM unnest($1::text::text[]) AS wanted(id)
-CROSS JOIN LATERAL (
-    SELECT * FROM task_events WHERE task_id = wanted.id ORDER BY id DESC LIMIT $2
-) AS e
+FROM (SELECT * FROM task_events WHERE task_id = wanted.id ORDER BY id DESC LIMIT $2) AS e
 JOIN tasks t ON t.id = e.task_id
-ORDER BY e.task_id, e.id
 """
 
+_NEWEST = f"""
+SELECT n.* FROM unnest($1::text::text[]) AS wanted(id)
+CROSS JOIN LATERAL ({_EVENTS_AT}) AS n
+ORDER BY wanted.id, n.event_id
+"""
 
-# `_NEWEST` beside each task's kept context, in one query.
-_KEPT_AND_NEWEST = """
+# The same beside each task's kept context (a task with neither is one row of nulls).
+_KEPT_AND_NEWEST = f"""
 SELECT wanted.id AS wanted_id, c.context_id AS kept_context_id,
     c.message_id AS kept_message_id, n.*
 FROM unnest($1::text::text[]) AS wanted(id)
 LEFT JOIN a2a_task_contexts c ON c.task_id = wanted.id
-LEFT JOIN LATERAL (
-    SELECT e.id AS event_id, e.kind AS event_kind, e.move AS event_name,
-        e.from_state AS event_from, e.actor AS event_actor, e.reason AS event_reason,
-        t.id, t.project, e.to_state AS state, e.waiting_on, t.requester, t.assignee,
-        NULL::jsonb AS packet, e.result, e.latest_checkpoint, t.verification, e.version,
-        t.input_digest, t.created_at, e.at AS updated_at
-    FROM (
-        SELECT * FROM task_events WHERE task_id = wanted.id ORDER BY id DESC LIMIT $2
-    ) AS e
-    JOIN tasks t ON t.id = e.task_id
-) AS n ON TRUE
+LEFT JOIN LATERAL ({_EVENTS_AT}) AS n ON TRUE
 ORDER BY wanted.id, n.event_id
 """
 

@@ -3,8 +3,8 @@
 An endpoint's `task_cursor` / `run_cursor` are event ids in the two logs: everything after them
 that matches the endpoint's filter is still to be sent. The delivery worker claims endpoints
 with work due (`FOR UPDATE SKIP LOCKED`, then a lease on the row), sends, and writes what
-happened in one statement that holds only while its lease does (`record`): a process that lost
-its lease (it stalled past the expiry, another took over) writes nothing.
+happened in one statement that holds only while its lease does (`record_all`): a process that
+lost its lease (it stalled past the expiry, another took over) writes nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class DeliveryKind(StrEnum):
 
 
 class Recorded(StrEnum):
-    """What became of a batch's write (`record`)."""
+    """What became of a batch's write (`record_all`)."""
 
     COUNTED = "counted"  # written, and the endpoint's state with it
     CHANGED = "changed"  # written to its history only: the owner changed the endpoint meanwhile
@@ -659,21 +659,6 @@ class Written:
     outcome: Outcome
     seen: datetime
     release: bool = False
-
-
-async def record(
-    db: Database,
-    endpoint_id: str,
-    holder: str,
-    attempts: Sequence[Attempted],
-    outcome: Outcome,
-    seen: datetime,
-    *,
-    release: bool = False,
-) -> Recorded:
-    """`record_all` of one endpoint's batch."""
-    written = Written(endpoint_id, attempts, outcome, seen, release)
-    return (await record_all(db, holder, [written]))[endpoint_id]
 
 
 async def record_all(db: Database, holder: str, batches: Sequence[Written]) -> dict[str, Recorded]:

@@ -42,15 +42,15 @@ Changes: before each message the turn makes sure that the endpoint is as it was 
 read it (`updated_at`) and that its lease still holds; an owner's change (a new URL, a filter,
 `enabled: false`, a new secret, the endpoint deleted) ends the turn, and the next turn works
 from the endpoint as changed. An attempt already on its way when the change is made is not
-counted against the endpoint (`store.record`). The claim that began the turn read the endpoint
-under its lease, and a change made through this process wakes the worker (`wake`): a message
-within `RECHECK_SECONDS` of the claim or of the last check, with no change made here since,
-goes without asking the database again (a round trip was a tenth of a message's CPU), and
+counted against the endpoint (`store.record_all`). The claim that began the turn read the
+endpoint under its lease, and a change made through this process wakes the worker (`wake`): a
+message within `RECHECK_SECONDS` of the claim or of the last check, with no change made here
+since, goes without asking the database again (a round trip was a tenth of a message's CPU), and
 turns that ask at the same time ask in one round trip (`_check`). So a change made through
-another process holds from the first message `RECHECK_SECONDS` after it at the latest, and
-such a change to an endpoint a turn holds answers only after
-`TURN_TRUSTS_SECONDS`, the same time (`baton.services.task_webhooks`): once it has answered,
-nothing more goes out as the endpoint was.
+another process holds from the first message `RECHECK_SECONDS` after it at the latest, and such
+a change to an endpoint a turn holds answers only after `TURN_TRUSTS_SECONDS`, the same time
+(`baton.services.task_webhooks`): once it has answered, nothing more goes out as the endpoint
+was.
 
 Bounded: at most `concurrency` endpoints per process at once, shared between owners
 (`fairness`: one owner's hanging receivers hold at most a part of them while others wait),
