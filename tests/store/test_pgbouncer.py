@@ -22,6 +22,7 @@ from baton.protocol.handoff import TaskState
 from baton.services.tasks import TaskService
 from baton.store import migrate
 from baton.store.db import Database, libpq_url, probe_pooler
+from baton.store.eventlog import SEQ_BITS
 from tests import helpers
 from tests.helpers import World
 from tests.pgbouncer import pgbouncer_in_front
@@ -194,3 +195,33 @@ async def test_a_pool_through_a_pooler_says_when_statements_have_no_time_limit(
         db = await Database.connect(few_sessions.url(database_url), min_size=1, max_size=1)
         await db.close()
     assert any("statement_timeout" in r.getMessage() for r in caplog.records)
+
+
+async def test_changes_made_together_through_the_pooler_each_apply_once(
+    database_url: str, few_sessions: PgBouncer
+) -> None:
+    """Checkpoints that wait for each other go in one transaction (`baton.store.together`):
+    its lock statement and pipelined changes keep to one server session through the pooler."""
+    db = await Database.connect(few_sessions.url(database_url), min_size=2, max_size=8)
+    try:
+        service = TaskService(db)
+        world = World(service)
+        tasks = [await world.task_in(TaskState.working) for _ in range(6)]
+        me = helpers.agent(world.assignee)
+        checkpoint = {
+            "progress": "half way",
+            "decisions": [],
+            "files_touched": [],
+            "next_steps": [],
+            "open_questions": [],
+        }
+        outcomes = await asyncio.gather(
+            *(service.save_checkpoint(me, t.id, checkpoint) for t in tasks)
+        )
+    finally:
+        await db.close()
+    events = [outcome.events[-1] for outcome in outcomes]
+    assert [e.task.id for e in events] == [t.id for t in tasks]
+    assert [e.task.version for e in events] == [t.version + 1 for t in tasks]
+    # The first alone, the five that waited for it in one transaction.
+    assert len({e.id >> SEQ_BITS for e in events}) == 2

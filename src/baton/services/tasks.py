@@ -55,6 +55,7 @@ from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.task_contexts import GivenContext
+from baton.store.together import Together
 from baton.telemetry.spans import span
 
 MAX_REASON = 2000
@@ -182,6 +183,8 @@ class TaskService(TaskReader):
     def __init__(self, db: Database, *, on_commit: Publish | None = None) -> None:
         super().__init__(db)
         self.rules = GateRules(db)
+        # Changes that arrive while others of their kind are in flight go in one transaction.
+        self.together = Together(db, store.lock_visible)
         # Told the newest event id after every commit that appended events (live wake-ups).
         self.on_commit = on_commit
 
@@ -316,15 +319,14 @@ class TaskService(TaskReader):
         async def apply() -> list[EventRecord]:
             if name is MoveName.SUBMIT_RESULT:
                 return await self._submit(principal, task_id, change, expected_version, args.reason)
-            async with self.db.connection() as conn:
-                event = await store.change(
-                    conn,
-                    task_id,
-                    change,
-                    principal,
-                    expected_version=expected_version,
-                    reason=args.reason,
-                )
+            event = await store.change_together(
+                self.together,
+                task_id,
+                change,
+                principal,
+                expected_version=expected_version,
+                reason=args.reason,
+            )
             return [event] if event is not None else []
 
         async def explain() -> None:
@@ -439,10 +441,9 @@ class TaskService(TaskReader):
         )
 
         async def apply() -> list[EventRecord]:
-            async with self.db.connection() as conn:
-                event = await store.change(
-                    conn, task_id, change, principal, expected_version=expected_version
-                )
+            event = await store.change_together(
+                self.together, task_id, change, principal, expected_version=expected_version
+            )
             return [event] if event is not None else []
 
         async def explain() -> None:

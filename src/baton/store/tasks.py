@@ -35,6 +35,7 @@ from baton.store.lifecycle import (
 )
 from baton.store.records import LAZY_JSON, EventRecord, TaskRecord
 from baton.store.sql import Params
+from baton.store.together import Together
 
 # The class of the per-task advisory locks that keep one task's events in version order (see
 # `baton.store.lifecycle`). Event appends share no lock.
@@ -431,6 +432,46 @@ async def change(
     """Apply `change` if every guard holds now; None when one does not (nothing written).
     A task the caller may not see is not even locked: to the statement it does not exist, so
     the refusal costs what one on a missing id costs."""
+    sql, args = change_sql(task_id, change, principal, expected_version, reason)
+    row = await conn.fetchrow(sql, *args)
+    return EventRecord.from_row(row, text=True) if row is not None else None
+
+
+async def change_together(
+    together: Together,
+    task_id: str,
+    change: Change,
+    principal: Principal,
+    *,
+    expected_version: int | None,
+    reason: str | None = None,
+) -> EventRecord | None:
+    """`change` as its own transaction, or with the changes of its kind that wait beside it
+    (`baton.store.together`): the same guards, the same outcome."""
+    sql, args = change_sql(task_id, change, principal, expected_version, reason)
+    row = await together.fetchrow(sql, args, task_id, principal)
+    return EventRecord.from_row(row, text=True) if row is not None else None
+
+
+def lock_visible(principal: Principal, ids: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL that takes, in id order, the advisory lock of each task of `ids` that `principal`
+    may see (what `change` takes first, for several changes in one transaction)."""
+    p = Params()
+    sql = (
+        f"SELECT count({TASKS.subject_lock('s.id')}) FROM (SELECT t.id FROM tasks t"
+        f" WHERE t.id = ANY({p.texts(ids)}) AND ({visible_sql(principal, p)}) ORDER BY t.id) s"
+    )
+    return sql, p.values
+
+
+def change_sql(
+    task_id: str,
+    change: Change,
+    principal: Principal,
+    expected_version: int | None,
+    reason: str | None,
+) -> tuple[str, list[Any]]:
+    """The statement of `change` on `task_id`, and its parameters."""
     p = Params()
     key = p(task_id)
     select = f"id = {key} AND ({visible_sql(principal, p, 'tasks')})"
@@ -461,8 +502,7 @@ async def change(
         actor=p(principal.handle),
         extras={"reason": p(reason)},
     )
-    row = await conn.fetchrow(sql, *p.values)
-    return EventRecord.from_row(row, text=True) if row is not None else None
+    return sql, p.values
 
 
 def role_sql(principal: Principal, actor: Actor, p: Params, table: str) -> str:
