@@ -13,6 +13,10 @@ for the next free lane and go in one transaction, at most `MOST` at a time:
    not locked, as alone;
 2. the changes, pipelined (asyncpg's `fetchmany`: one round trip, one commit for all).
 
+The price: a change that waits, waits for the changes ahead of it, and one that goes together
+commits when the slowest of its batch does (a task another transaction holds delays the batch,
+within the statement timeout). Only one principal's changes of one kind share a lane.
+
 A change whose guard fails writes nothing and gets None, as alone. A change never waits for a
 batch unless every lane is busy, so one request at a time pays nothing. When PostgreSQL refuses
 the transaction (a statement's error, a deadlock), each of its changes is made again alone, so
