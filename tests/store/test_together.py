@@ -4,7 +4,7 @@ every guard and outcome each would have alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 import pytest
@@ -13,11 +13,11 @@ from baton.access.principals import Principal
 from baton.protocol.handoff import Actor, TaskState
 from baton.services.tasks import SAVE_CHECKPOINT
 from baton.store import tasks as store
-from baton.store.db import Database
+from baton.store.db import Connection, Database
 from baton.store.eventlog import SEQ_BITS
-from baton.store.records import EventRecord
+from baton.store.records import EventRecord, TaskRecord
 from baton.store.tasks import EVENT_APPEND_LOCK, Change
-from baton.store.together import MOST, Together
+from baton.store.together import MOST, Lanes, Together
 from tests.helpers import World, agent
 
 CHECKPOINT = {
@@ -202,3 +202,33 @@ async def test_two_processes_together_keep_each_task_in_version_order(
     assert set(versions) == set(ids)
     for seen in versions.values():
         assert seen == list(range(1, 15))  # to working in 4, then 10 checkpoints
+
+
+async def test_reads_that_wait_for_the_lane_are_one_statement_each_seeing_its_own(
+    world: World, wide: Database
+) -> None:
+    ids = await _working(world, 4)
+    hidden = (await World(world.service).task_in(TaskState.working)).id  # another world's
+    calls: list[tuple[str, int]] = []
+
+    async def one(
+        conn: Connection, key: store.ReadKind, task_id: str, args: object
+    ) -> TaskRecord | None:
+        calls.append(("one", 1))
+        return await store.read_one(conn, key, task_id, args)
+
+    async def many(
+        conn: Connection, key: store.ReadKind, items: Sequence[tuple[str, object]]
+    ) -> dict[str, TaskRecord]:
+        calls.append(("many", len(items)))
+        return await store.read_many(conn, key, items)
+
+    reads: Lanes[store.ReadKind, TaskRecord] = Lanes(wide, one, many, once_per_subject=False)
+    key = (agent(world.assignee), store.ALL)
+    wanted = [ids[0], ids[1], ids[1], hidden, ids[2], ids[3]]
+    got = await asyncio.gather(*(reads.run(key, i, None) for i in wanted))
+    assert [t.id if t is not None else None for t in got] == [*wanted[:3], None, *wanted[4:]]
+    assert calls == [("one", 1), ("many", 5)]  # the first alone, the rest in one statement
+    async with wide.connection() as conn:
+        alone = await store.load_visible(conn, agent(world.assignee), ids[3])
+    assert got[-1] == alone  # the same record a read alone makes

@@ -55,7 +55,7 @@ from baton.store.db import Connection, Database
 from baton.store.eventlog import newest_readable
 from baton.store.records import EventRecord, TaskRecord
 from baton.store.task_contexts import GivenContext
-from baton.store.together import Together
+from baton.store.together import Lanes, Together
 from baton.telemetry.spans import span
 
 MAX_REASON = 2000
@@ -116,6 +116,11 @@ class TaskReader:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Reads of one task that arrive while another of their kind is in flight share a
+        # statement (`baton.store.together`).
+        self._reads: Lanes[store.ReadKind, TaskRecord] = Lanes(
+            db, store.read_one, store.read_many, once_per_subject=False
+        )
 
     async def visible_by_ids(
         self, principal: Principal, ids: Sequence[str], reads: store.TaskReads = store.ALL
@@ -200,8 +205,10 @@ class TaskService(TaskReader):
     ) -> TaskRecord:
         """Task `task_id` as `principal` sees it; `reads` says what of it to read (all of it
         by default)."""
-        async with self.db.connection() as conn:
-            return await self._visible(conn, principal, task_id, reads)
+        task = await self._reads.run((principal, reads), task_id, None)
+        if task is None:
+            raise NotFound("task", task_id)
+        return task
 
     @staticmethod
     async def _visible(

@@ -696,6 +696,22 @@ async def count(conn: Connection, principal: Principal, query: TaskQuery) -> int
     return int(await conn.fetchval(f"SELECT {' + '.join(counts)}", *p.values))
 
 
+# A read of one task by id: who reads, and what of the row (`Lanes` of reads).
+ReadKind = tuple[Principal, TaskReads]
+
+
+async def read_one(conn: Connection, key: ReadKind, task_id: str, _: object) -> TaskRecord | None:
+    return await load_visible(conn, key[0], task_id, key[1])
+
+
+async def read_many(
+    conn: Connection, key: ReadKind, items: Sequence[tuple[str, object]]
+) -> dict[str, TaskRecord]:
+    """`read_one` of each item's task, in one statement (an id may come twice)."""
+    rows = await visible_by_ids(conn, key[0], [task_id for task_id, _ in items], key[1])
+    return {row.id: row for row in rows}
+
+
 async def visible_by_ids(
     conn: Connection, principal: Principal, ids: Sequence[str], reads: TaskReads = ALL
 ) -> list[TaskRecord]:
