@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import asyncpg
 import pytest
@@ -232,3 +233,52 @@ async def test_reads_that_wait_for_the_lane_are_one_statement_each_seeing_its_ow
     async with wide.connection() as conn:
         alone = await store.load_visible(conn, agent(world.assignee), ids[3])
     assert got[-1] == alone  # the same record a read alone makes
+
+
+async def test_pages_that_wait_for_the_lane_are_one_statement_each_its_own_page(
+    world: World, wide: Database
+) -> None:
+    other = World(world.service)
+    mine = await _working(world, 3)
+    theirs = await _working(other, 2)
+    calls: list[int] = []
+
+    async def many(
+        conn: Connection, sql: str, items: Sequence[tuple[str, Any]]
+    ) -> dict[str, store.PageRows]:
+        calls.append(len(items))
+        return await store.page_many(conn, sql, items)
+
+    pages: Lanes[str, store.PageRows] = Lanes(wide, store.page_one, many, once_per_subject=False)
+    me, them = agent(world.assignee), agent(other.assignee)
+    here = store.TaskQuery(projects=[world.project], states=[TaskState.working])
+    there = store.TaskQuery(projects=[other.project], states=[TaskState.working])
+    async with wide.connection() as conn:
+        newest = (await store.page(conn, me, here, 1, None))[0][0]
+    cursor = store.encode_cursor(newest)
+    # Two statement texts, one lane each: pages from the start, and pages after a cursor.
+    asked = [
+        (me, here, 2, None),  # alone in its lane
+        (me, here, 2, None),
+        (them, there, 5, None),
+        (them, here, 5, None),  # sees none of this world's tasks
+        (me, here, 1, cursor),  # alone in its lane
+        (me, here, 2, cursor),
+        (them, here, 1, cursor),
+    ]
+    got = await asyncio.gather(*(store.page_together(pages, *page) for page in asked))
+    assert sorted(calls) == [2, 3]  # those that waited, one statement a text
+    newest_mine = list(reversed(mine))
+    assert [[t.id for t in rows] for rows, _ in got] == [
+        newest_mine[:2],
+        newest_mine[:2],
+        list(reversed(theirs)),
+        [],
+        newest_mine[1:2],
+        newest_mine[1:],
+        [],
+    ]
+    assert [more for _, more in got] == [True, True, False, False, True, False, False]
+    async with wide.connection() as conn:
+        alone = await store.page(conn, me, here, 2, cursor)
+    assert got[5] == alone  # the same records a page alone reads

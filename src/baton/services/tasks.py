@@ -121,6 +121,9 @@ class TaskReader:
         self._reads: Lanes[store.ReadKind, TaskRecord] = Lanes(
             db, store.read_one, store.read_many, once_per_subject=False
         )
+        self._pages: Lanes[str, store.PageRows] = Lanes(
+            db, store.page_one, store.page_many, once_per_subject=False
+        )
 
     async def visible_by_ids(
         self, principal: Principal, ids: Sequence[str], reads: store.TaskReads = store.ALL
@@ -161,8 +164,7 @@ class TaskReader:
     ) -> tuple[list[TaskRecord], bool]:
         """A page of `query`'s tasks; `reads` says what of each to read (all of it by
         default)."""
-        async with self.db.connection() as conn:
-            return await store.page(conn, principal, query, first, after, reads)
+        return await store.page_together(self._pages, principal, query, first, after, reads)
 
     async def count(self, principal: Principal, query: store.TaskQuery) -> int:
         async with self.db.connection() as conn:

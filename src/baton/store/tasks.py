@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ import asyncpg
 from baton.access.principals import ROLES, Principal, PrincipalKind, Reach
 from baton.budget import spend
 from baton.errors import InvalidInput
+from baton.metrics import DB_STATEMENTS
 from baton.protocol.handoff import HANDOFF, Actor, MoveName, TaskState, WaitingOn
 from baton.protocol.machine import Position
 from baton.protocol.task_object import check_task_id
@@ -35,7 +37,7 @@ from baton.store.lifecycle import (
 )
 from baton.store.records import LAZY_JSON, EventRecord, TaskRecord
 from baton.store.sql import Params
-from baton.store.together import Together
+from baton.store.together import Lanes, Together
 
 # The class of the per-task advisory locks that keep one task's events in version order (see
 # `baton.store.lifecycle`). Event appends share no lock.
@@ -663,6 +665,78 @@ async def page(
 
     Each side of what the caller may see is its own ordered, limited scan (an owner's
     requester side and assignee side each have an index that keeps the order), merged."""
+    sql, args = page_sql(principal, query, first, after, reads)
+    rows = _records(await conn.fetch(sql, *args), reads)
+    return rows[:first], len(rows) > first
+
+
+async def page_together(
+    pages: Lanes[str, PageRows],
+    principal: Principal,
+    query: TaskQuery,
+    first: int,
+    after: str | None,
+    reads: TaskReads = ALL,
+) -> tuple[list[TaskRecord], bool]:
+    """`page`, alone or in one statement with the pages of its text that wait beside it
+    (`baton.store.together`); rows and JSON are spent from this request's budget either way."""
+    sql, args = page_sql(principal, query, first, after, reads)
+    fetched = await pages.run(sql, str(next(_PAGE_SERIAL)), args)
+    assert fetched is not None, "every waiting page gets its rows"
+    found, together = fetched
+    if together:
+        spend(len(found))  # read outside this request: counted here
+    rows = _records(found, reads)
+    return rows[:first], len(rows) > first
+
+
+# Rows of a page, and whether they were read together with other pages.
+PageRows = tuple[list[asyncpg.Record], bool]
+_PAGE_SERIAL = itertools.count()
+# Python values a batch of pages can carry, as arrays of one PostgreSQL type per parameter.
+_ARRAY_OF = {str: "text", int: "int8", datetime: "timestamptz", bool: "bool"}
+_PARAMETER = re.compile(r"\$(\d+)")
+
+
+async def page_one(conn: Connection, sql: str, _: str, args: Any) -> PageRows:
+    return await conn.fetch(sql, *args), False
+
+
+async def page_many(
+    conn: Connection, sql: str, items: Sequence[tuple[str, Any]]
+) -> dict[str, PageRows]:
+    """The pages of one statement text, each with its own parameters, as one statement: the
+    parameters as arrays, `unnest`ed side by side, and the statement run once for each of
+    their rows (`LATERAL`), numbered. A parameter of another type (None, a list) reads each
+    page alone."""
+    batch = [args for _, args in items]
+    types = [_ARRAY_OF.get(type(value)) for value in batch[0]]
+    same = all([_ARRAY_OF.get(type(value)) for value in args] == types for args in batch[1:])
+    if None in types or not same:
+        return {subject: (await conn.raw.fetch(sql, *args), True) for subject, args in items}
+    columns = "".join(f", page_p{n}" for n in range(1, len(types) + 1))
+    arrays = "".join(f", ${n + 1}::{kind}[]" for n, kind in enumerate(types, start=1))
+    inner = _PARAMETER.sub(lambda m: f"b.page_p{m.group(1)}", sql)
+    together = (
+        f"SELECT x.*, b.page_n FROM unnest($1::int8[]{arrays}) AS b(page_n{columns})"
+        f" CROSS JOIN LATERAL ({inner}) x"
+    )
+    values = [list(range(len(batch))), *([args[n] for args in batch] for n in range(len(types)))]
+    DB_STATEMENTS.inc()
+    rows: list[list[asyncpg.Record]] = [[] for _ in batch]
+    for row in await conn.raw.fetch(together, *values):
+        rows[row["page_n"]].append(row)
+    return {subject: (found, True) for (subject, _), found in zip(items, rows, strict=True)}
+
+
+def page_sql(
+    principal: Principal,
+    query: TaskQuery,
+    first: int,
+    after: str | None,
+    reads: TaskReads = ALL,
+) -> tuple[str, list[Any]]:
+    """The statement of a page, and its parameters."""
     p = Params()
     filters = query.conditions(p)
     if after is not None:
@@ -682,8 +756,7 @@ async def page(
         f"SELECT {_columns('v', reads)} FROM ({' UNION ALL '.join(branches)}) v {_NEWEST}"
         f" LIMIT {limit}"
     )
-    rows = _records(await conn.fetch(sql, *p.values), reads)
-    return rows[:first], len(rows) > first
+    return sql, p.values
 
 
 async def count(conn: Connection, principal: Principal, query: TaskQuery) -> int:
