@@ -244,41 +244,45 @@ async def test_pages_that_wait_for_the_lane_are_one_statement_each_its_own_page(
     calls: list[int] = []
 
     async def many(
-        conn: Connection, sql: str, items: Sequence[tuple[str, Any]]
+        conn: Connection, key: store.PageKind, items: Sequence[tuple[str, Any]]
     ) -> dict[str, store.PageRows]:
         calls.append(len(items))
-        return await store.page_many(conn, sql, items)
+        return await store.page_many(conn, key, items)
 
-    pages: Lanes[str, store.PageRows] = Lanes(wide, store.page_one, many, once_per_subject=False)
+    pages: Lanes[store.PageKind, store.PageRows] = Lanes(
+        wide, store.page_one, many, once_per_subject=False
+    )
     me, them = agent(world.assignee), agent(other.assignee)
     here = store.TaskQuery(projects=[world.project], states=[TaskState.working])
     there = store.TaskQuery(projects=[other.project], states=[TaskState.working])
     async with wide.connection() as conn:
         newest = (await store.page(conn, me, here, 1, None))[0][0]
     cursor = store.encode_cursor(newest)
-    # Two statement texts, one lane each: pages from the start, and pages after a cursor.
+    # A lane per reader and statement text: pages from the start, and pages after a cursor.
     asked = [
         (me, here, 2, None),  # alone in its lane
         (me, here, 2, None),
-        (them, there, 5, None),
-        (them, here, 5, None),  # sees none of this world's tasks
+        (me, there, 5, None),  # sees none of the other world's tasks
+        (me, here, 1, None),
         (me, here, 1, cursor),  # alone in its lane
         (me, here, 2, cursor),
-        (them, here, 1, cursor),
+        (me, here, 1, cursor),
+        (them, there, 5, None),  # another reader: alone in a lane of its own
     ]
     got = await asyncio.gather(*(store.page_together(pages, *page) for page in asked))
-    assert sorted(calls) == [2, 3]  # those that waited, one statement a text
+    assert sorted(calls) == [2, 3]  # those that waited, one statement a lane
     newest_mine = list(reversed(mine))
     assert [[t.id for t in rows] for rows, _ in got] == [
         newest_mine[:2],
         newest_mine[:2],
-        list(reversed(theirs)),
         [],
+        newest_mine[:1],
         newest_mine[1:2],
         newest_mine[1:],
-        [],
+        newest_mine[1:2],
+        list(reversed(theirs)),
     ]
-    assert [more for _, more in got] == [True, True, False, False, True, False, False]
+    assert [more for _, more in got] == [True, True, False, True, True, False, True, False]
     async with wide.connection() as conn:
         alone = await store.page(conn, me, here, 2, cursor)
     assert got[5] == alone  # the same records a page alone reads

@@ -121,7 +121,7 @@ class TaskReader:
         self._reads: Lanes[store.ReadKind, TaskRecord] = Lanes(
             db, store.read_one, store.read_many, once_per_subject=False
         )
-        self._pages: Lanes[str, store.PageRows] = Lanes(
+        self._pages: Lanes[store.PageKind, store.PageRows] = Lanes(
             db, store.page_one, store.page_many, once_per_subject=False
         )
 

@@ -671,7 +671,7 @@ async def page(
 
 
 async def page_together(
-    pages: Lanes[str, PageRows],
+    pages: Lanes[PageKind, PageRows],
     principal: Principal,
     query: TaskQuery,
     first: int,
@@ -681,7 +681,7 @@ async def page_together(
     """`page`, alone or in one statement with the pages of its text that wait beside it
     (`baton.store.together`); rows and JSON are spent from this request's budget either way."""
     sql, args = page_sql(principal, query, first, after, reads)
-    fetched = await pages.run(sql, str(next(_PAGE_SERIAL)), args)
+    fetched = await pages.run((principal, sql), str(next(_PAGE_SERIAL)), args)
     assert fetched is not None, "every waiting page gets its rows"
     found, together = fetched
     if together:
@@ -692,23 +692,27 @@ async def page_together(
 
 # Rows of a page, and whether they were read together with other pages.
 PageRows = tuple[list[asyncpg.Record], bool]
+# Pages go together by reader and statement text: one reader's slow pages never hold up
+# another's (they may mention other principals: each page's own parameters apply to it).
+PageKind = tuple[Principal, str]
 _PAGE_SERIAL = itertools.count()
 # Python values a batch of pages can carry, as arrays of one PostgreSQL type per parameter.
 _ARRAY_OF = {str: "text", int: "int8", datetime: "timestamptz", bool: "bool"}
 _PARAMETER = re.compile(r"\$(\d+)")
 
 
-async def page_one(conn: Connection, sql: str, _: str, args: Any) -> PageRows:
-    return await conn.fetch(sql, *args), False
+async def page_one(conn: Connection, key: PageKind, _: str, args: Any) -> PageRows:
+    return await conn.fetch(key[1], *args), False
 
 
 async def page_many(
-    conn: Connection, sql: str, items: Sequence[tuple[str, Any]]
+    conn: Connection, key: PageKind, items: Sequence[tuple[str, Any]]
 ) -> dict[str, PageRows]:
     """The pages of one statement text, each with its own parameters, as one statement: the
     parameters as arrays, `unnest`ed side by side, and the statement run once for each of
     their rows (`LATERAL`), numbered. A parameter of another type (None, a list) reads each
     page alone."""
+    sql = key[1]
     batch = [args for _, args in items]
     types = [_ARRAY_OF.get(type(value)) for value in batch[0]]
     same = all([_ARRAY_OF.get(type(value)) for value in args] == types for args in batch[1:])
