@@ -286,3 +286,24 @@ async def test_pages_that_wait_for_the_lane_are_one_statement_each_its_own_page(
     async with wide.connection() as conn:
         alone = await store.page(conn, me, here, 2, cursor)
     assert got[5] == alone  # the same records a page alone reads
+
+
+async def test_pages_whose_parameters_cannot_be_arrays_are_read_one_by_one(
+    world: World, wide: Database
+) -> None:
+    """A list parameter (two states: `= ANY($n)`) cannot go in a `LATERAL` batch: the pages
+    that wait are read one after another, each its own."""
+    mine = await _working(world, 3)
+    pages: Lanes[store.PageKind, store.PageRows] = Lanes(
+        wide, store.page_one, store.page_many, once_per_subject=False
+    )
+    me = agent(world.assignee)
+    query = store.TaskQuery(projects=[world.project], states=[TaskState.working, TaskState.waiting])
+    got = await asyncio.gather(*(store.page_together(pages, me, query, n, None) for n in (1, 2, 3)))
+    newest_mine = list(reversed(mine))
+    assert [[t.id for t in rows] for rows, _ in got] == [
+        newest_mine[:1],
+        newest_mine[:2],
+        newest_mine,
+    ]
+    assert [more for _, more in got] == [True, True, False]

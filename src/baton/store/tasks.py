@@ -717,6 +717,7 @@ async def page_many(
     types = [_ARRAY_OF.get(type(value)) for value in batch[0]]
     same = all([_ARRAY_OF.get(type(value)) for value in args] == types for args in batch[1:])
     if None in types or not same:
+        DB_STATEMENTS.inc(len(items))
         return {subject: (await conn.raw.fetch(sql, *args), True) for subject, args in items}
     columns = "".join(f", page_p{n}" for n in range(1, len(types) + 1))
     arrays = "".join(f", ${n + 1}::{kind}[]" for n, kind in enumerate(types, start=1))
