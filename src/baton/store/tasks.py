@@ -693,7 +693,7 @@ async def page_together(
 # Rows of a page, and whether they were read together with other pages.
 PageRows = tuple[list[asyncpg.Record], bool]
 # Pages go together by reader and statement text: one reader's slow pages never hold up
-# another's (they may mention other principals: each page's own parameters apply to it).
+# another's.
 PageKind = tuple[Principal, str]
 _PAGE_SERIAL = itertools.count()
 # Python values a batch of pages can carry, as arrays of one PostgreSQL type per parameter.
