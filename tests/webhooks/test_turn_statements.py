@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from broadcaster import Broadcast
@@ -23,7 +24,7 @@ from baton.services.tasks import TaskService
 from baton.services.webhook_secrets import SecretBox
 from baton.store import webhooks as store
 from baton.store.db import Database
-from baton.webhooks import attempt
+from baton.webhooks import attempt, render
 from baton.webhooks.worker import DeliveryWorker
 from tests.helpers import ENGINE, World, counting_statements
 from tests.webhooks.conftest import Receiver, own_database
@@ -221,3 +222,47 @@ async def test_a_batch_that_cannot_be_written_fails_no_other_endpoints(
         ids,
     )
     assert [r["task_cursor"] for r in cursors] == [9, 0]
+
+
+async def test_endpoints_at_different_cursors_render_an_event_they_both_lack_once(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One endpoint has rendered the first event, another is past it: both then need the
+    second, and it is rendered once, from the first on, for both; each gets what rendering
+    its own events alone gives."""
+    broadcast = Broadcast("memory://")
+    await broadcast.connect()
+    hubs = (EventHub(db, broadcast, TASK_LOG), EventHub(db, broadcast, RUN_LOG))
+    service = TaskService(db)
+
+    def context(principal: Principal) -> Context:
+        return Context(principal, service, RunService(db), *hubs)
+
+    worker = DeliveryWorker(db, ENGINE, context, hubs, SecretBox(KEY), SETTINGS)
+    world = World(service)
+    await world.task_in(TaskState.working)
+    own = context(Principal(PrincipalKind.OWNER, world.req_owner))
+    first, second, *_ = (await worker._read(own, "task", {}, 0)).ids
+    await _made(db, worker.box, world.req_owner, {"wh_render": "http://127.0.0.1:9/"})
+    (endpoint,) = await _leased(db, worker, ["wh_render"])
+    renders: list[tuple[int, list[int]]] = []
+    rendering = render.render
+
+    async def counted(*args: Any) -> list[dict[str, Any]]:
+        renders.append((args[4], list(args[5])))
+        return await rendering(*args)
+
+    monkeypatch.setattr(render, "render", counted)
+    try:
+        alone = await worker._rendered(own, endpoint, "task", {}, 0, [first])
+        lagging, ahead = await asyncio.gather(
+            worker._rendered(own, endpoint, "task", {}, 0, [first, second]),
+            worker._rendered(own, endpoint, "task", {}, first, [second]),
+        )
+        assert renders == [(0, [first]), (first, [second])]
+        fresh = DeliveryWorker(db, ENGINE, context, hubs, SecretBox(KEY), SETTINGS)
+        assert lagging == await fresh._rendered(own, endpoint, "task", {}, 0, [first, second])
+        assert ahead == lagging[1:] and alone == lagging[:1]
+        assert [int(d["taskEvents"]["id"]) for d in lagging] == [first, second]
+    finally:
+        await broadcast.disconnect()

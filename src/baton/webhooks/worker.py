@@ -82,7 +82,6 @@ from prometheus_client import Counter
 
 from baton.access.principals import ADMIN, Principal, PrincipalKind
 from baton.engine.runner import Engine
-from baton.engine.sharing import SharedOutcomes
 from baton.live.filters import EventFilter, RunEventFilter
 from baton.live.hub import EventHub
 from baton.live.logs import RUN_LOG, TASK_LOG
@@ -125,6 +124,7 @@ ATTEMPTS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+DELIVERED, FAILED = ATTEMPTS.labels(outcome="delivered"), ATTEMPTS.labels(outcome="failed")
 
 
 @dataclass(frozen=True)
@@ -198,8 +198,13 @@ class DeliveryWorker:
         # What an event renders to depends only on the owner, the log, the filter and the event
         # (its subject as it was right after it): endpoints that share them render it once.
         self._renders: OrderedDict[tuple[str, str, bytes, int], dict[str, Any]] = OrderedDict()
-        # Endpoints claimed together reach the same new events together: one render each.
-        self._rendering: SharedOutcomes[list[dict[str, Any]]] = SharedOutcomes(256)
+        # The renders on their way, by where they start (owner, log, filter, the event they
+        # render after), with the events they render: endpoints claimed together reach the
+        # same new events together, one render for all of them (`_rendered`).
+        self._rendering: dict[
+            tuple[str, str, bytes, int],
+            tuple[list[int], asyncio.Task[list[dict[str, Any]]]],
+        ] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -223,7 +228,8 @@ class DeliveryWorker:
     async def stop(self) -> None:
         """Stop within `STOP_SECONDS`: attempts in flight are cancelled (their endpoints'
         leases run out and the messages go again later), no peer is waited on."""
-        tasks = [*self._tasks, *self._active.values(), *self._reads.values()]
+        tasks: list[asyncio.Task[Any]] = [*self._tasks, *self._active.values()]
+        tasks += [*self._reads.values(), *(task for _, task in self._rendering.values())]
         tasks += [t for t in (self._checker, self._writer) if t is not None]
         for task in tasks:
             task.cancel()
@@ -424,7 +430,7 @@ class DeliveryWorker:
                 functools.partial(self._unchanged, endpoint),
             )
         if answer is not None:
-            ATTEMPTS.labels(outcome="delivered" if answer.delivered else "failed").inc()
+            (DELIVERED if answer.delivered else FAILED).inc()
         return answer, started
 
     def _sending_of(self, endpoint: EndpointRecord) -> _Sending:
@@ -490,7 +496,7 @@ class DeliveryWorker:
             spent += answer.duration_ms
             if not answer.delivered:
                 break
-        if answer is not None:
+        if answer is not None and answer.duration_ms != spent:
             answer = replace(answer, duration_ms=spent)
         return _Sent(answer, started)
 
@@ -698,30 +704,52 @@ class DeliveryWorker:
         ids: list[int],
     ) -> list[dict[str, Any]]:
         shape = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
-        keys = [(endpoint.owner, log_name, shape, event_id) for event_id in ids]
-        kept = [self._renders.get(key) for key in keys]
-        if all(data is not None for data in kept):
-            for key in keys:
+        found: list[dict[str, Any]] = []
+        while len(found) < len(ids):
+            key = (endpoint.owner, log_name, shape, ids[len(found)])
+            data = self._renders.get(key)
+            if data is not None:
                 self._renders.move_to_end(key)
-            return [data for data in kept if data is not None]
-        found = await self._rendering.get(
-            (endpoint.owner, log_name, shape, cursor, tuple(ids)),
-            functools.partial(
-                render.render,
-                self.engine,
-                context,
-                log_name,
-                variables,
-                cursor,
-                ids,
-                self.settings.timeout,
-            ),
-        )
-        for key, data in zip(keys, found, strict=True):
-            self._renders[key] = data
+                found.append(data)
+                continue
+            # The rest, from the last event had: a render from there already on its way
+            # serves as far as it goes (both are the events matching after that one, in
+            # order: one read may just have seen more of them committed).
+            after = ids[len(found) - 1] if found else cursor
+            rest = ids[len(found) :]
+            at = (endpoint.owner, log_name, shape, after)
+            flight = self._rendering.get(at)
+            if flight is None:
+                rendering = render.render(
+                    self.engine, context, log_name, variables, after, rest, self.settings.timeout
+                )
+                task = asyncio.create_task(rendering, name="baton-webhooks-render")
+                flight = self._rendering[at] = (rest, task)
+                task.add_done_callback(functools.partial(self._rendered_done, at, rest))
+            theirs, task = flight
+            rendered = await asyncio.shield(task)
+            n = min(len(theirs), len(rest))
+            if theirs[:n] != rest[:n]:
+                raise render.RenderFailed(f"events after {after} were read as {theirs}, {rest}")
+            found += rendered[:n]
+        return found
+
+    def _rendered_done(
+        self,
+        at: tuple[str, str, bytes, int],
+        ids: list[int],
+        task: asyncio.Task[list[dict[str, Any]]],
+    ) -> None:
+        """Keep a render's events for the endpoints that reach them next."""
+        if self._rendering.get(at, (None, None))[1] is task:
+            del self._rendering[at]
+        if task.cancelled() or task.exception() is not None:
+            return  # retrieved, even when every turn waiting on it has gone
+        owner, log_name, shape, _ = at
+        for event_id, data in zip(ids, task.result(), strict=True):
+            self._renders[(owner, log_name, shape, event_id)] = data
         while len(self._renders) > KEPT_RENDERS:
             self._renders.popitem(last=False)
-        return found
 
     async def _bodies(
         self,
