@@ -118,7 +118,7 @@ async def send(
         answer = await _send(http, way, headers, body, seconds, go)
         if answer is not None and not answer.delivered:
             way.forget()
-        if answer is not None:
+        if answer is not None and log.isEnabledFor(logging.DEBUG):  # its host is parsed anew
             log.debug(
                 "webhook attempt to %s:%s: %s in %d ms",
                 parts.hostname,

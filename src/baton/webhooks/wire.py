@@ -18,6 +18,8 @@ _TOKEN = "[-!#$%&'*+.^_`|~0-9A-Za-z]+"
 _REQUEST_TARGET = re.compile(r"[\x21-\x7e]+")
 _REQUEST_NAME = re.compile(_TOKEN)
 _REQUEST_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\t \x21-\x7e]*[\x21-\x7e])?)?")
+_REQUEST_NAMES = re.compile(rf"{_TOKEN}(?:\n{_TOKEN})*")
+_REQUEST_VALUES = re.compile(rf"{_REQUEST_VALUE.pattern}(?:\n{_REQUEST_VALUE.pattern})*")
 _STATUS_LINE = re.compile(rb"HTTP/1\.1 ([2-5][0-9][0-9])(?: [\t \x21-\x7e\x80-\xff]*)?")
 _FIELD_LINE = re.compile(
     rb"(" + _TOKEN.encode() + rb"):[ \t]*"
@@ -34,15 +36,30 @@ def request(target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
     """A POST of `body` to `target` (its path and query, ASCII) with `headers` and its length."""
     if not _REQUEST_TARGET.fullmatch(target):
         raise Unsendable("the request target is not printable ASCII")
-    lines = [f"POST {target} HTTP/1.1"]
-    for name, value in headers:
-        if not _REQUEST_NAME.fullmatch(name):
-            raise Unsendable(f"{name!r} is not a header name")
-        if not _REQUEST_VALUE.fullmatch(value):
-            raise Unsendable(f"the value of {name} is not a header value (ASCII, one line)")
-        lines.append(f"{name}: {value}")
-    lines.append(f"content-length: {len(body)}\r\n\r\n")
-    return "\r\n".join(lines).encode("ascii") + body
+    # The names, then the values, each checked in one match, joined by a line feed that none
+    # may hold (one more than the joins would be found in their count).
+    names = "\n".join(name for name, _ in headers)
+    values = "\n".join(value for _, value in headers)
+    joins = len(headers) - 1
+    if (
+        not (
+            _REQUEST_NAMES.fullmatch(names)
+            and _REQUEST_VALUES.fullmatch(values)
+            and names.count("\n") == joins
+            and values.count("\n") == joins
+        )
+        and headers
+    ):
+        for name, value in headers:
+            if not _REQUEST_NAME.fullmatch(name):
+                raise Unsendable(f"{name!r} is not a header name")
+            if not _REQUEST_VALUE.fullmatch(value):
+                raise Unsendable(f"the value of {name} is not a header value (ASCII, one line)")
+    lines = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    return (
+        f"POST {target} HTTP/1.1\r\n{lines}content-length: {len(body)}\r\n\r\n".encode("ascii")
+        + body
+    )
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,26 @@ class Head:
 
 def plain_head(head: bytes) -> Head | None:
     """The answer whose head is `head` (up to, without, its blank line), or None when it is
-    not of the plain form (see the module's text)."""
+    not of the plain form (see the module's text). A receiver answers each message with the
+    same head, but for its `date` once a second: short heads are kept, read once."""
+    if len(head) > _KEPT_HEAD_BYTES:
+        return _plain_head(head)
+    try:
+        return _HEADS[head]
+    except KeyError:
+        pass
+    if len(_HEADS) >= _KEPT_HEADS:
+        _HEADS.clear()
+    found = _HEADS[head] = _plain_head(head)
+    return found
+
+
+_KEPT_HEADS = 256
+_KEPT_HEAD_BYTES = 512
+_HEADS: dict[bytes, Head | None] = {}
+
+
+def _plain_head(head: bytes) -> Head | None:
     lines = head.split(b"\r\n")
     status_line = _STATUS_LINE.fullmatch(lines[0])
     if status_line is None:
