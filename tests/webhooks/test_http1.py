@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from baton.services.webhook_addresses import Policy
-from baton.webhooks import attempt, http1
+from baton.webhooks import attempt, http1, wire
 from tests.helpers import uvicorn_serving
 
 POLICY = Policy(allow_private=True, allow_http=True)
@@ -93,8 +93,8 @@ def origin(peer: Peer, server_name: str | None = None) -> http1.Origin:
 
 
 async def post(client: http1.Client, peer: Peer, body: bytes = b"{}") -> http1.Reply:
-    headers = [("host", "receiver.test")]
-    return await client.post(origin(peer), "/hook", headers, body, 1024)
+    start = wire.head("/hook", [("host", "receiver.test")])
+    return await client.post(origin(peer), start, [], body, 1024)
 
 
 async def test_one_connection_carries_many_messages() -> None:
@@ -223,6 +223,24 @@ async def test_a_redirect_is_a_failure_and_not_followed() -> None:
         client.close()
 
 
+async def test_headers_http_cannot_carry_fail_the_attempt_and_nothing_is_sent() -> None:
+    """An endpoint's own header (a credential with a line break) or a message's: the attempt
+    fails with what is wrong, and the receiver gets no request; a good one after it goes."""
+    async with raw(await answering(OK)) as peer:
+        client = attempt.client(4)
+        way = attempt.Way(f"http://127.0.0.1:{peer.port}/hook", POLICY)
+        injected = (("authorization", "Bearer a\r\nx-injected: 1"),)
+        for headers, own in (({}, injected), ({"webhook-id": "m\n1"}, ())):
+            answer = await attempt.send(client, way, headers, b"{}", 5, own=own)
+            assert answer is not None and not answer.delivered and answer.status is None
+            assert answer.error is not None and "is not a header value" in answer.error
+        assert peer.requests == []
+        answer = await attempt.send(client, way, {"webhook-id": "m1"}, b"{}", 5)
+        assert answer is not None and answer.delivered
+        assert len(peer.requests) == 1
+        client.close()
+
+
 async def test_a_receiver_that_does_not_read_or_answer_times_out_and_its_connection_goes() -> None:
     async def silent(peer: Peer, reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await reader.read()  # until the client closes
@@ -304,13 +322,13 @@ async def test_tls_names_the_urls_host_to_the_checked_address(
     trusting = ssl.create_default_context(cafile=str(cert))
     async with raw(await answering(OK), tls=served) as peer:
         client = http1.Client(max_idle=4, keep_alive=10, tls=trusting)
-        headers = [("host", "receiver.test")]
+        start = wire.head("/", [("host", "receiver.test")])
         for _ in range(3):
             named = origin(peer, "receiver.test")
-            assert (await client.post(named, "/", headers, b"{}", 1024)).status == 200
+            assert (await client.post(named, start, [], b"{}", 1024)).status == 200
         assert peer.connections == 1
         with pytest.raises(http1.ConnectError, match="certificate"):
-            await client.post(origin(peer, "other.test"), "/", headers, b"{}", 1024)
+            await client.post(origin(peer, "other.test"), start, [], b"{}", 1024)
         client.close()
 
 

@@ -26,7 +26,7 @@ from urllib.parse import SplitResult, quote
 
 from baton.services.webhook_addresses import Policy, Refused, parse, pinned, resolve
 from baton.telemetry.spans import span
-from baton.webhooks import http1
+from baton.webhooks import http1, wire
 
 log = logging.getLogger("baton.webhooks")
 
@@ -75,6 +75,7 @@ class Way:
         self.parts = parse(url, policy)
         self.policy = policy
         self._route: Route | None = None
+        self._start: tuple[Route, bytes] | None = None  # see `start`
 
     async def route(self) -> Route:
         """The route to send on now (`Refused` when the look-up or its check refuses it)."""
@@ -90,6 +91,19 @@ class Way:
         route = Route(origin, _target(parts), pin.host_header, time.monotonic())
         self._route = route
         return route
+
+    def start(self, route: Route, own: Headers) -> bytes:
+        """The start of a request on `route` with an endpoint's `own` headers (`wire.head`;
+        `wire.Unsendable` when it cannot be sent): with none, made and checked once for the
+        messages that follow. Own headers carry a token, which the worker keeps for a turn
+        only, not for as long as it keeps the URL's way."""
+        kept = self._start
+        if kept is not None and kept[0] is route and not own:
+            return kept[1]
+        made = wire.head(route.target, (("host", route.host_header), *own, *_FIXED))
+        if not own:
+            self._start = (route, made)
+        return made
 
     def forget(self) -> None:
         """Look up again at the next attempt (this one failed: the address may have moved)."""
@@ -109,13 +123,16 @@ async def send(
     body: bytes,
     seconds: float,
     go: Callable[[], Awaitable[bool]] | None = None,
+    own: Headers = (),
 ) -> Answer | None:
-    """The answer to one POST of `body`; None when `go` said not to send it after all. While
+    """The answer to one POST of `body` with `headers` (this message's) and `own` (the
+    endpoint's, alike for each of its messages); None when `go` said not to send it after
+    all. While
     tracing, a span `webhook attempt` naming the receiver's host and port, never its path or
     query (which may carry the receiver's own secret)."""
     parts = way.parts
     with span("webhook attempt") as traced:
-        answer = await _send(http, way, headers, body, seconds, go)
+        answer = await _send(http, way, headers, own, body, seconds, go)
         if answer is not None and not answer.delivered:
             way.forget()
         if answer is not None and log.isEnabledFor(logging.DEBUG):  # its host is parsed anew
@@ -147,6 +164,7 @@ async def _send(
     http: http1.Client,
     way: Way,
     headers: dict[str, str],
+    own: Headers,
     body: bytes,
     seconds: float,
     go: Callable[[], Awaitable[bool]] | None,
@@ -160,19 +178,11 @@ async def _send(
             route = await way.route()
             if go is not None and not await go():
                 return None
-            reply = await http.post(
-                route.origin,
-                route.target,
-                [
-                    ("host", route.host_header),
-                    *headers.items(),
-                    ("content-type", "application/json"),
-                    ("user-agent", USER_AGENT),
-                    ("accept-encoding", "identity"),
-                ],
-                body,
-                MAX_RESPONSE_BYTES,
-            )
+            try:
+                start = way.start(route, own)
+            except wire.Unsendable as exc:
+                raise http1.LocalProtocolError(str(exc)) from None
+            reply = await http.post(route.origin, start, headers.items(), body, MAX_RESPONSE_BYTES)
             status = reply.status
             excerpt = reply.body.decode("utf-8", "replace") if reply.body else None
     except TimeoutError:
@@ -215,6 +225,13 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
+Headers = tuple[tuple[str, str], ...]
+# Sent with every message, after the host and the endpoint's own.
+_FIXED: Headers = (
+    ("content-type", "application/json"),
+    ("user-agent", USER_AGENT),
+    ("accept-encoding", "identity"),
+)
 _DEFAULT_PORT = {"https": 443, "http": 80}
 # Characters a request target may carry as they are; others (non-ASCII) are percent-encoded.
 _SAFE = string.ascii_letters + string.digits + string.punctuation

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -293,12 +294,18 @@ class Client:
         self.opened = 0  # connections opened so far (tests and benchmarks read it)
 
     async def post(
-        self, origin: Origin, target: str, headers: list[tuple[str, str]], body: bytes, keep: int
+        self,
+        origin: Origin,
+        start: bytes,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        keep: int,
     ) -> Reply:
-        """The receiver's answer to a POST of `body` to `target` (its path and query), with
-        `headers` and the body's length."""
+        """The receiver's answer to the POST of `body` that `start` begins (`wire.head`: the
+        request line and the headers every message to its URL has), with `headers` and the
+        body's length."""
         try:
-            request = wire.request(target, headers, body)
+            request = wire.request(start, headers, body)
         except wire.Unsendable as exc:
             raise LocalProtocolError(str(exc)) from None
         conn = self._take(origin)

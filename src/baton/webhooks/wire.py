@@ -12,6 +12,7 @@ feeds, a repeated `content-length`), which then goes to h11 whole (`baton.webhoo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _TOKEN = "[-!#$%&'*+.^_`|~0-9A-Za-z]+"
@@ -32,34 +33,43 @@ class Unsendable(ValueError):
     """A request target or header that HTTP/1.1 cannot carry as it is."""
 
 
-def request(target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
-    """A POST of `body` to `target` (its path and query, ASCII) with `headers` and its length."""
+def head(target: str, headers: Iterable[tuple[str, str]]) -> bytes:
+    """The start of a POST to `target` (its path and query, ASCII): the request line and
+    `headers`, each line ended. What every message to a URL has alike is made once, kept by
+    the caller, and ended by `request`."""
     if not _REQUEST_TARGET.fullmatch(target):
         raise Unsendable("the request target is not printable ASCII")
-    # The names, then the values, each checked in one match, joined by a line feed that none
-    # may hold (one more than the joins would be found in their count).
+    return f"POST {target} HTTP/1.1\r\n{_lines(headers)}".encode("ascii")
+
+
+def request(start: bytes, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
+    """The POST that `start` begins (`head`), with `headers`, the body's length and `body`."""
+    end = f"{_lines(headers)}content-length: {len(body)}\r\n\r\n".encode("ascii")
+    return b"".join((start, end, body))
+
+
+def _lines(headers: Iterable[tuple[str, str]]) -> str:
+    """`headers` as header lines, each ended; `Unsendable` if HTTP/1.1 cannot carry one. The
+    names, then the values, are each checked in one match, joined by a line feed that none
+    may hold (one more than the joins would be found in their count)."""
+    headers = list(headers)
+    if not headers:
+        return ""
     names = "\n".join(name for name, _ in headers)
     values = "\n".join(value for _, value in headers)
     joins = len(headers) - 1
-    if (
-        not (
-            _REQUEST_NAMES.fullmatch(names)
-            and _REQUEST_VALUES.fullmatch(values)
-            and names.count("\n") == joins
-            and values.count("\n") == joins
-        )
-        and headers
+    if not (
+        _REQUEST_NAMES.fullmatch(names)
+        and _REQUEST_VALUES.fullmatch(values)
+        and names.count("\n") == joins
+        and values.count("\n") == joins
     ):
         for name, value in headers:
             if not _REQUEST_NAME.fullmatch(name):
                 raise Unsendable(f"{name!r} is not a header name")
             if not _REQUEST_VALUE.fullmatch(value):
                 raise Unsendable(f"the value of {name} is not a header value (ASCII, one line)")
-    lines = "".join(f"{name}: {value}\r\n" for name, value in headers)
-    return (
-        f"POST {target} HTTP/1.1\r\n{lines}content-length: {len(body)}\r\n\r\n".encode("ascii")
-        + body
-    )
+    return "".join(f"{name}: {value}\r\n" for name, value in headers)
 
 
 @dataclass(frozen=True)

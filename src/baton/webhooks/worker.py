@@ -424,10 +424,11 @@ class DeliveryWorker:
             answer = await attempt.send(
                 self._http,
                 sending.way,
-                {**signed, **sending.own},
+                signed,
                 body,
                 self.settings.timeout,
                 functools.partial(self._unchanged, endpoint),
+                sending.own,
             )
         if answer is not None:
             (DELIVERED if answer.delivered else FAILED).inc()
@@ -462,13 +463,13 @@ class DeliveryWorker:
             self._ways.move_to_end(key)
         return way
 
-    def _own_headers(self, endpoint: EndpointRecord) -> dict[str, str]:
+    def _own_headers(self, endpoint: EndpointRecord) -> attempt.Headers:
         """A task-scoped endpoint's token and authentication, as headers (`formats`)."""
         if not endpoint.scoped:
-            return {}
+            return ()
         token, credentials = opened(self.box, endpoint)
         format = self.formats.get(endpoint.payload_format)
-        return formats.headers(format, token, endpoint.auth_scheme, credentials)
+        return tuple(formats.headers(format, token, endpoint.auth_scheme, credentials).items())
 
     async def _send_all(
         self, endpoint: EndpointRecord, message_id: str, bodies: list[bytes], deadline: float
@@ -1011,7 +1012,7 @@ class _Sending:
     endpoint: EndpointRecord
     way: attempt.Way
     secrets: list[str]
-    own: dict[str, str]
+    own: attempt.Headers
 
 
 @dataclass(frozen=True)
