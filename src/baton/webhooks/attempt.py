@@ -127,9 +127,8 @@ async def send(
 ) -> Answer | None:
     """The answer to one POST of `body` with `headers` (this message's) and `own` (the
     endpoint's, alike for each of its messages); None when `go` said not to send it after
-    all. While
-    tracing, a span `webhook attempt` naming the receiver's host and port, never its path or
-    query (which may carry the receiver's own secret)."""
+    all. While tracing, a span `webhook attempt` naming the receiver's host and port, never
+    its path or query (which may carry the receiver's own secret)."""
     parts = way.parts
     with span("webhook attempt") as traced:
         answer = await _send(http, way, headers, own, body, seconds, go)
