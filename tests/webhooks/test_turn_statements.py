@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 from broadcaster import Broadcast
 
@@ -263,6 +264,7 @@ async def test_endpoints_at_different_cursors_render_an_event_they_both_lack_onc
         fresh = DeliveryWorker(db, ENGINE, context, hubs, SecretBox(KEY), SETTINGS)
         assert lagging == await fresh._rendered(own, endpoint, "task", {}, 0, [first, second])
         assert ahead == lagging[1:] and alone == lagging[:1]
-        assert [int(d["taskEvents"]["id"]) for d in lagging] == [first, second]
+        events = [orjson.loads(body)["data"]["taskEvents"] for body in lagging]
+        assert [int(event["id"]) for event in events] == [first, second]
     finally:
         await broadcast.disconnect()

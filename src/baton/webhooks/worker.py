@@ -115,7 +115,7 @@ STOP_SECONDS = 5.0  # the most `stop()` waits for attempts in flight
 # How long a turn trusts its last look at its endpoint: what a change to a held one waits out.
 RECHECK_SECONDS = TURN_TRUSTS_SECONDS
 PRUNE_SECONDS = 60.0
-KEPT_RENDERS = 4096  # rendered events kept for the next endpoint of the same owner and filter
+KEPT_RENDERS = 4096  # events' bodies kept for the next endpoint of the same owner and filter
 KEPT_WAYS = 1024  # URLs whose look-up is kept for the next message (`attempt.Way`)
 
 ATTEMPTS = Counter(
@@ -196,14 +196,15 @@ class DeliveryWorker:
         self._tasks: list[asyncio.Task[None]] = []
         self._http: http1.Client | None = None
         # What an event renders to depends only on the owner, the log, the filter and the event
-        # (its subject as it was right after it): endpoints that share them render it once.
-        self._renders: OrderedDict[tuple[str, str, bytes, int], dict[str, Any]] = OrderedDict()
+        # (its subject as it was right after it): endpoints that share them render it, and
+        # write its body, once.
+        self._renders: OrderedDict[tuple[str, str, bytes, int], bytes] = OrderedDict()
         # The renders on their way, by where they start (owner, log, filter, the event they
         # render after), with the events they render: endpoints claimed together reach the
         # same new events together, one render for all of them (`_rendered`).
         self._rendering: dict[
             tuple[str, str, bytes, int],
-            tuple[list[int], asyncio.Task[list[dict[str, Any]]]],
+            tuple[list[int], asyncio.Task[list[bytes]]],
         ] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -703,9 +704,11 @@ class DeliveryWorker:
         variables: dict[str, Any],
         cursor: int,
         ids: list[int],
-    ) -> list[dict[str, Any]]:
+    ) -> list[bytes]:
+        """The standard bodies of `ids` (the matching events right after `cursor`), rendered
+        once for the endpoints of the owner and filter that reach them (see `_rendering`)."""
         shape = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
-        found: list[dict[str, Any]] = []
+        found: list[bytes] = []
         while len(found) < len(ids):
             key = (endpoint.owner, log_name, shape, ids[len(found)])
             data = self._renders.get(key)
@@ -721,9 +724,7 @@ class DeliveryWorker:
             at = (endpoint.owner, log_name, shape, after)
             flight = self._rendering.get(at)
             if flight is None:
-                rendering = render.render(
-                    self.engine, context, log_name, variables, after, rest, self.settings.timeout
-                )
+                rendering = self._render(context, log_name, variables, after, rest)
                 task = asyncio.create_task(rendering, name="baton-webhooks-render")
                 flight = self._rendering[at] = (rest, task)
                 task.add_done_callback(functools.partial(self._rendered_done, at, rest))
@@ -735,11 +736,21 @@ class DeliveryWorker:
             found += rendered[:n]
         return found
 
+    async def _render(
+        self, context: Context, log_name: str, variables: dict[str, Any], after: int, ids: list[int]
+    ) -> list[bytes]:
+        """The standard bodies of `ids`, the matching events right after `after`."""
+        found = await render.render(
+            self.engine, context, log_name, variables, after, ids, self.settings.timeout
+        )
+        field = render.FIELDS[log_name]
+        return [render.body(field, data, render.event_time(log_name, data)) for data in found]
+
     def _rendered_done(
         self,
         at: tuple[str, str, bytes, int],
         ids: list[int],
-        task: asyncio.Task[list[dict[str, Any]]],
+        task: asyncio.Task[list[bytes]],
     ) -> None:
         """Keep a render's events for the endpoints that reach them next."""
         if self._rendering.get(at, (None, None))[1] is task:
@@ -747,8 +758,8 @@ class DeliveryWorker:
         if task.cancelled() or task.exception() is not None:
             return  # retrieved, even when every turn waiting on it has gone
         owner, log_name, shape, _ = at
-        for event_id, data in zip(ids, task.result(), strict=True):
-            self._renders[(owner, log_name, shape, event_id)] = data
+        for event_id, body in zip(ids, task.result(), strict=True):
+            self._renders[(owner, log_name, shape, event_id)] = body
         while len(self._renders) > KEPT_RENDERS:
             self._renders.popitem(last=False)
 
@@ -784,10 +795,7 @@ class DeliveryWorker:
             )
         if endpoint.payload_format is PayloadFormat.STANDARD:
             rendered = await self._rendered(context, endpoint, log_name, variables, cursor, ids)
-            return [
-                [render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))]
-                for data in rendered
-            ], final
+            return [[body] for body in rendered], final
         format = self.formats.get(endpoint.payload_format)
         if format is None:
             raise render.RenderFailed(f"this process writes no {endpoint.payload_format} messages")
