@@ -264,6 +264,19 @@ async def test_endpoints_at_different_cursors_render_an_event_they_both_lack_onc
         fresh = DeliveryWorker(db, ENGINE, context, hubs, SecretBox(KEY), SETTINGS)
         assert lagging == await fresh._rendered(own, endpoint, "task", {}, 0, [first, second])
         assert ahead == lagging[1:] and alone == lagging[:1]
+        # Another turn's render of more events fails (here: one that is not there): this
+        # one's event is rendered alone.
+        failing = asyncio.create_task(
+            worker._render(own, "task", {}, 0, [first, second, second + 1])
+        )
+        await asyncio.gather(failing, return_exceptions=True)
+        assert isinstance(failing.exception(), render.RenderFailed)
+        worker._renders.clear()
+        worker._rendering[(world.req_owner, "task", b"{}", 0)] = (
+            [first, second, second + 1],
+            failing,
+        )
+        assert await worker._rendered(own, endpoint, "task", {}, 0, [first]) == alone
         events = [orjson.loads(body)["data"]["taskEvents"] for body in lagging]
         assert [int(event["id"]) for event in events] == [first, second]
     finally:

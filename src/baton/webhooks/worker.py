@@ -729,10 +729,18 @@ class DeliveryWorker:
                 flight = self._rendering[at] = (rest, task)
                 task.add_done_callback(functools.partial(self._rendered_done, at, rest))
             theirs, task = flight
-            rendered = await asyncio.shield(task)
             n = min(len(theirs), len(rest))
-            if theirs[:n] != rest[:n]:
-                raise render.RenderFailed(f"events after {after} were read as {theirs}, {rest}")
+            try:
+                if theirs[:n] != rest[:n]:
+                    raise render.RenderFailed(f"events after {after} read as {theirs}, {rest}")
+                rendered = await asyncio.shield(task)
+            except render.RenderFailed:
+                if theirs == rest:
+                    raise  # this turn's own render
+                # Another turn's, of more events than this one needs (or others): what this
+                # one needs is rendered alone, and fails, or not, on its own.
+                found += await self._render(context, log_name, variables, after, rest)
+                break
             found += rendered[:n]
         return found
 
