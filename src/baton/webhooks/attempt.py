@@ -40,6 +40,14 @@ KEEP_ALIVE_SECONDS = 4.0
 # kept, and well under the time-to-live of most DNS answers.
 ROUTE_SECONDS = 5.0
 
+Headers = tuple[tuple[str, str], ...]
+# Sent with every message, after the host and the endpoint's own.
+_FIXED: Headers = (
+    ("content-type", "application/json"),
+    ("user-agent", USER_AGENT),
+    ("accept-encoding", "identity"),
+)
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -224,13 +232,6 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-Headers = tuple[tuple[str, str], ...]
-# Sent with every message, after the host and the endpoint's own.
-_FIXED: Headers = (
-    ("content-type", "application/json"),
-    ("user-agent", USER_AGENT),
-    ("accept-encoding", "identity"),
-)
 _DEFAULT_PORT = {"https": 443, "http": 80}
 # Characters a request target may carry as they are; others (non-ASCII) are percent-encoded.
 _SAFE = string.ascii_letters + string.digits + string.punctuation

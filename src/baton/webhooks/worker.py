@@ -711,10 +711,10 @@ class DeliveryWorker:
         found: list[bytes] = []
         while len(found) < len(ids):
             key = (endpoint.owner, log_name, shape, ids[len(found)])
-            data = self._renders.get(key)
-            if data is not None:
+            body = self._renders.get(key)
+            if body is not None:
                 self._renders.move_to_end(key)
-                found.append(data)
+                found.append(body)
                 continue
             # The rest, from the last event had: a render from there already on its way
             # serves as far as it goes (both are the events matching after that one, in
