@@ -119,6 +119,80 @@ async def test_a_cost_checked_once_holds_only_for_the_same_page_sizes_and_direct
     assert (await execute_raw(service, requester, DEEP_EVENTS, {"n": 5, "deep": False})).data
 
 
+PAGES = """query($n: Int!, $after: String, $f: TaskFilter) {
+  tasks(first: $n, after: $after, filter: $f) { edges { cursor node { id } } } }"""
+
+
+async def test_a_cost_walked_once_serves_other_cursors_and_filters_whose_checks_run_again(
+    service: TaskService, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk depends on the page size and the conditions only: a page after another
+    cursor, or for another filter, is not walked again, and its own arguments are checked
+    all the same, as the walk would check them."""
+    requester = world.roles["requester"]
+    for name in ("a", "b", "c"):
+        hand_off = HandOff(world.project, world.requester, world.assignee, packet(), id=name)
+        await service.hand_off(requester, hand_off)
+    walks = 0
+    walk = ENGINE.costs.check
+
+    def counted(*args: Any) -> Any:
+        nonlocal walks
+        walks += 1
+        return walk(*args)
+
+    monkeypatch.setattr(ENGINE.costs, "check", counted)
+    first = await execute_raw(service, requester, PAGES, {"n": 1})
+    assert first.errors == [] and first.data is not None
+    cursor = first.data["tasks"]["edges"][0]["cursor"]
+    mine = {"project": world.project}
+    for variables in (
+        {"n": 1, "after": cursor},
+        {"n": 1, "after": cursor, "f": mine},
+        {"n": 1, "f": {"states": ["requested", "working"]}},
+    ):
+        response = await execute_raw(service, requester, PAGES, variables)
+        assert response.errors == [], response.errors
+    assert walks == 1
+    many = {"states": ["working"] * 101}
+    for variables, field in (
+        ({"n": 1, "after": "not a cursor"}, "after"),
+        ({"n": 1, "f": many}, "filter"),
+        ({"n": 1, "after": "not a cursor", "f": many}, "after"),  # the walk's order
+    ):
+        with counting_statements() as statements:
+            response = await execute_raw(service, requester, PAGES, variables)
+        assert response.data is None
+        [error] = response.errors
+        assert error["extensions"] == {"code": "invalid_input", "field": field}
+        assert statements() == 0
+    # The same refusals from a walk of their own, for a document not walked before.
+    fresh = PAGES.replace("node { id }", "node { id state }")
+    response = await execute_raw(service, requester, fresh, {"n": 1, "f": many})
+    assert response.errors[0]["extensions"] == {"code": "invalid_input", "field": "filter"}
+    assert walks == 2
+    # A new page size walks again.
+    assert (await execute_raw(service, requester, PAGES, {"n": 2})).errors == []
+    assert walks == 3
+
+
+async def test_a_variable_inside_a_filter_literal_is_checked_on_every_request(
+    service: TaskService, world: World
+) -> None:
+    """A cost kept for a document once held its checks for every later request when the
+    variable sat inside the argument's literal, not given to the argument whole: a list past
+    the bound then ran."""
+    requester = world.roles["requester"]
+    query = "query($s: [TaskState!]) { tasks(filter: {states: $s}) { totalCount } }"
+    assert (await execute_raw(service, requester, query, {"s": ["working"]})).errors == []
+    with counting_statements() as statements:
+        response = await execute_raw(service, requester, query, {"s": ["working"] * 101})
+    assert response.data is None
+    [error] = response.errors
+    assert error["extensions"] == {"code": "invalid_input", "field": "filter"}
+    assert statements() == 0
+
+
 async def test_what_a_document_remembers_is_bounded_and_past_the_bound_still_checked(
     service: TaskService, world: World
 ) -> None:

@@ -379,6 +379,13 @@ ARGUMENT_VARIABLES: list[
             and all(n["state"] == "working" and n["project"] == g.project for n in _nodes(d))
         ),
     ),
+    # another project, which has no tasks: the cost walked for the first serves it (only
+    # `first` and the conditions decide a cost), its filter checked again
+    (
+        W2,
+        lambda g: {"v": f"{g.project}-none"},
+        lambda d, g: _nodes(d) == [] and d["tasks"]["totalCount"] == 0,
+    ),
     # the same variable null, then absent: the filter's field is null (its default), so the
     # listing is every working task the reader sees
     (W2, lambda g: {"v": None}, lambda d, g: _all_working(d)),

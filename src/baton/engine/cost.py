@@ -15,6 +15,12 @@ outside its bounds, a `depth` out of range, an `after` that is no cursor. Such a
 refused before anything runs, as a whole, like a document over the depth limit: a client learns
 of a bad argument before any part of its operation has run (a mutation included).
 
+A walk's cost depends only on the values of the arguments that size lists (`sizing`: `first`)
+and of the @skip/@include conditions: a walk gives it as `Costed`, with the fields whose
+arguments it checked, so that another request with the same of those values (a page after
+another cursor, a filter for another project) has the same checks run on its own values
+(`recheck`) instead of a whole walk again.
+
 A value the walk cannot read — an argument or a directive given an explicit null where its type
 forbids one — is counted at its maximum and left to execution, which reports it as a field
 error with its path, as graphql-core does.
@@ -23,7 +29,7 @@ error with its path, as graphql-core does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphql import (
@@ -48,6 +54,7 @@ from graphql.type.introspection import (
     TypeNameMetaFieldDef,
 )
 
+from baton.engine.argument_values import ArgumentValues
 from baton.engine.fields import collect
 from baton.engine.plans import DEFINITION
 
@@ -156,6 +163,9 @@ class _Walk:
     # Introspection's count, and where it stops (see `CostModel._introspection`).
     spent: int = 0
     budget: int = 0
+    # The fields whose arguments were read for a check or a size, in the walk's order, and
+    # whether they could be read (see `Costed`).
+    read: list[tuple[GraphQLField, ArgumentValues, bool]] = field(default_factory=list)
 
     def spend(self, count: int) -> None:
         self.spent += count
@@ -163,23 +173,38 @@ class _Walk:
             raise _OverBudget
 
 
+@dataclass(frozen=True)
+class Costed:
+    """A walk's outcome under the budget: the cost, and the fields whose arguments it read
+    for their checks or sizes (whether each could be read). With the same values for the
+    variables that size lists and decide @skip/@include, another request costs the same if
+    its arguments can be read where these could (and not where these could not), and it
+    passes the same checks (`CostModel.recheck`)."""
+
+    cost: int
+    read: tuple[tuple[GraphQLField, ArgumentValues, bool], ...]
+
+
 class CostModel:
     def __init__(self, schema: GraphQLSchema, *, default_list: int = 100) -> None:
         self.schema = schema
         self.default_list = default_list
         self._info = _Info(schema)
-        # The only arguments a cost reads (`first`) or checks: with the same values for the
-        # variables given to them (and to @skip/@include), an operation's cost is the same.
-        names: set[str] = set()
+        # The only arguments a cost reads (`first`), and those it checks: with the same values
+        # for the variables given to the first (and to @skip/@include), an operation's cost
+        # is the same (`Costed`); a refusal may depend on the values of either.
+        sizing: set[str] = set()
+        checked: set[str] = set()
         for type_ in schema.type_map.values():
             if not isinstance(type_, GraphQLObjectType):
                 continue
             for definition in type_.fields.values():
                 bound = _bound(definition)
                 if isinstance(bound, ListSize) and bound.argument is not None:
-                    names.add(bound.argument)
-                names.update(_metadata(definition).get(ARGUMENT_CHECKS) or ())
-        self.size_arguments = frozenset(names)
+                    sizing.add(bound.argument)
+                checked.update(_metadata(definition).get(ARGUMENT_CHECKS) or ())
+        self.sizing = frozenset(sizing)
+        self.size_arguments = frozenset(sizing | checked)
 
     def check(
         self,
@@ -188,7 +213,7 @@ class CostModel:
         fragments: Mapping[str, FragmentDefinitionNode],
         variables: VariableValues,
         budget: int,
-    ) -> int:
+    ) -> Costed:
         """The operation's worst-case cost, or `CostRefusal` (over the budget, or an
         argument that fails its check)."""
         walk = _Walk(fragments, variables)
@@ -201,7 +226,24 @@ class CostModel:
                 budget=budget,
                 estimate=cost,
             )
-        return cost
+        return Costed(cost, tuple(walk.read))
+
+    def recheck(self, costed: Costed, variables: VariableValues) -> bool:
+        """Whether `costed` holds for `variables` (which give the sizes and conditions of the
+        walk that made it): their arguments read where its were, and checked in its order
+        (`CostRefusal` for the first that fails, as the walk would). False: an argument reads
+        where the walk's did not, or not where it did, so its sizes may differ: walk again."""
+        for definition, values, readable in costed.read:
+            try:
+                arguments = values(variables)
+            except GraphQLError:
+                if readable:
+                    return False
+                continue
+            if not readable:
+                return False
+            _check(definition, arguments)
+        return True
 
     def _selection(
         self,
@@ -236,7 +278,7 @@ class CostModel:
         if name in ("__schema", "__type"):
             return self._introspection(walk, nodes, limit)
         definition = _definition(self.schema, parent, name)
-        arguments = self._arguments(definition, node, walk.variables)
+        arguments = self._arguments(walk, definition, node)
         named = get_named_type(definition.type)
         if not is_composite_type(named):
             return 1
@@ -265,22 +307,27 @@ class CostModel:
         return 1 + int(repeat * child)
 
     def _arguments(
-        self, definition: GraphQLField, node: FieldNode, variables: VariableValues
+        self, walk: _Walk, definition: GraphQLField, node: FieldNode
     ) -> dict[str, Any] | None:
         """The field's arguments, checked; None when they cannot be read (see the module
-        docstring: execution reports that)."""
+        docstring: execution reports that). Noted in `walk.read` when they are read for a
+        check or a size."""
         if not definition.args:
             return {}
+        metadata = _metadata(definition)
+        bound = metadata.get(LIST_SIZE)
+        read = ARGUMENT_CHECKS in metadata or (
+            isinstance(bound, ListSize) and bound.argument is not None
+        )
         try:
-            arguments = get_argument_values(definition, node, variables)
+            arguments = get_argument_values(definition, node, walk.variables)
         except GraphQLError:
+            if read:
+                walk.read.append((definition, ArgumentValues(definition, node), False))
             return None
-        checks: Mapping[str, Check] = _metadata(definition).get(ARGUMENT_CHECKS) or {}
-        for argument, check in checks.items():
-            value = arguments.get(argument)
-            problem = None if value is None else check(value)
-            if problem is not None:
-                raise CostRefusal(f"{argument}: {problem}", field=argument)
+        if read:  # read again by `recheck`, compiled: a filter's literal costs 40 µs to walk
+            walk.read.append((definition, ArgumentValues(definition, node), True))
+        _check(definition, arguments)
         return arguments
 
     def _size(
@@ -356,6 +403,16 @@ class CostModel:
                 for item in items:
                     if item is not None:
                         self._introspect(walk, cast(GraphQLObjectType, named), item, field_nodes)
+
+
+def _check(definition: GraphQLField, arguments: Mapping[str, Any]) -> None:
+    """`CostRefusal` for the first of the field's arguments that fails its check."""
+    checks: Mapping[str, Check] = _metadata(definition).get(ARGUMENT_CHECKS) or {}
+    for argument, check in checks.items():
+        value = arguments.get(argument)
+        problem = None if value is None else check(value)
+        if problem is not None:
+            raise CostRefusal(f"{argument}: {problem}", field=argument)
 
 
 def _definition(schema: GraphQLSchema, parent: GraphQLObjectType, name: str) -> GraphQLField:

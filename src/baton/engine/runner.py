@@ -30,6 +30,7 @@ import orjson
 from graphql import (
     DocumentNode,
     GraphQLError,
+    GraphQLObjectType,
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
@@ -40,7 +41,7 @@ from strawberry.schema.schema import Schema
 
 from baton import inputs
 from baton.budget import request_budget
-from baton.engine.cost import CostModel, CostRefusal
+from baton.engine.cost import Costed, CostModel, CostRefusal
 from baton.engine.documents import DocumentCache, Prepared, refusal
 from baton.engine.errors import formatted
 from baton.engine.execute import ResponseTooLarge, Run, complete_item, root, stream_failed
@@ -190,27 +191,51 @@ class Engine:
             return refused(*(_as_input_error(e) for e in coerced))
         root_type = self.schema._schema.get_root_type(operation.operation)
         assert root_type is not None, "validation refuses operations the schema lacks"
-        cost_key = self._key(prepared, "cost", operation, coerced, self.costs.size_arguments)
-        cost = prepared.cache.get(cost_key)
-        if cost is None:
-            try:
-                cost = self.costs.check(
-                    root_type,
-                    operation.selection_set,
-                    prepared.fragments,
-                    coerced,
-                    self.limits.max_cost,
-                )
-            except CostRefusal as too_costly:
-                cost = too_costly
-            prepared.remember(cost_key, cost)
-        if isinstance(cost, CostRefusal):
-            return refused(cost)
+        too_costly = self._cost(prepared, operation, root_type, coerced)
+        if too_costly is not None:
+            return refused(too_costly)
         plan = self._plan(prepared, operation, coerced)
         if isinstance(plan, GraphQLError):
             # A @skip/@include on a root field given null: graphql-core answers it so too.
             return Outcome(None, formatted([plan]))
         return _Ready(prepared, operation, coerced, *plan)
+
+    def _cost(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        root_type: GraphQLObjectType,
+        variables: VariableValues,
+    ) -> CostRefusal | None:
+        """Why the operation may not run for its cost or its arguments (None: it may). A
+        walk's cost is kept for the values of the variables that size lists and decide
+        @skip/@include, and holds for other values of the rest once they pass the same checks
+        (`CostModel.recheck`); a refusal is kept for all the values it depends on."""
+        key = self._key(prepared, "cost", operation, variables, self.costs.sizing)
+        kept: Costed | None = prepared.cache.get(key)
+        if kept is not None:
+            try:
+                if self.costs.recheck(kept, variables):
+                    return None
+            except CostRefusal as failed:
+                return failed
+        refused_key = self._key(
+            prepared, "cost refused", operation, variables, self.costs.size_arguments
+        )
+        known: CostRefusal | None = prepared.cache.get(refused_key)
+        if known is not None:
+            return known
+        try:
+            costed = self.costs.check(
+                root_type, operation.selection_set, prepared.fragments, variables,
+                self.limits.max_cost,
+            )  # fmt: skip
+        except CostRefusal as failed:
+            prepared.remember(refused_key, failed)
+            return failed
+        if kept is None:
+            prepared.remember(key, costed)
+        return None
 
     @staticmethod
     def _key(
