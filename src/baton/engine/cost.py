@@ -190,11 +190,9 @@ class CostModel:
         self.schema = schema
         self.default_list = default_list
         self._info = _Info(schema)
-        # The only arguments a cost reads (`first`), and those it checks: with the same values
-        # for the variables given to the first (and to @skip/@include), an operation's cost
-        # is the same (`Costed`); a refusal may depend on the values of either.
+        # The only arguments a cost reads (`first`): with the same values for the variables
+        # given to them (and to @skip/@include), an operation's cost is the same (`Costed`).
         sizing: set[str] = set()
-        checked: set[str] = set()
         for type_ in schema.type_map.values():
             if not isinstance(type_, GraphQLObjectType):
                 continue
@@ -202,9 +200,7 @@ class CostModel:
                 bound = _bound(definition)
                 if isinstance(bound, ListSize) and bound.argument is not None:
                     sizing.add(bound.argument)
-                checked.update(_metadata(definition).get(ARGUMENT_CHECKS) or ())
         self.sizing = frozenset(sizing)
-        self.size_arguments = frozenset(sizing | checked)
 
     def check(
         self,

@@ -210,29 +210,19 @@ class Engine:
         """Why the operation may not run for its cost or its arguments (None: it may). A
         walk's cost is kept for the values of the variables that size lists and decide
         @skip/@include, and holds for other values of the rest once they pass the same checks
-        (`CostModel.recheck`); a refusal is kept for all the values it depends on."""
+        (`CostModel.recheck`). A refusal is not kept: it may depend on any value, even one
+        inside a literal, and the walk that finds it stops there."""
         key = self._key(prepared, "cost", operation, variables, self.costs.sizing)
         kept: Costed | None = prepared.cache.get(key)
-        if kept is not None:
-            try:
-                if self.costs.recheck(kept, variables):
-                    return None
-            except CostRefusal as failed:
-                return failed
-        refused_key = self._key(
-            prepared, "cost refused", operation, variables, self.costs.size_arguments
-        )
-        known: CostRefusal | None = prepared.cache.get(refused_key)
-        if known is not None:
-            return known
         try:
+            if kept is not None and self.costs.recheck(kept, variables):
+                return None
             costed = self.costs.check(
                 root_type, operation.selection_set, prepared.fragments, variables,
                 self.limits.max_cost,
             )  # fmt: skip
-        except CostRefusal as failed:
-            prepared.remember(refused_key, failed)
-            return failed
+        except CostRefusal as refused_for:
+            return refused_for
         if kept is None:
             prepared.remember(key, costed)
         return None
