@@ -16,7 +16,6 @@ answer.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import string
 import time
@@ -181,7 +180,7 @@ async def _send(
     excerpt: str | None = None
     error: str | None = None
     try:
-        async with asyncio.timeout(seconds):
+        with http.deadlines.within(seconds):
             route = await way.route()
             if go is not None and not await go():
                 return None
