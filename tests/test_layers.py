@@ -30,6 +30,7 @@ CORE = (
     "baton.inputs",
     "baton.sending",
     "baton.budget",
+    "baton.deadlines",
     "baton.numbers",
     "baton.metrics",
     "baton.settings",

@@ -17,7 +17,6 @@ it was not told of. A response that outgrows its byte budget ends the execution 
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable
@@ -41,6 +40,7 @@ from strawberry.schema.schema import Schema
 
 from baton import inputs
 from baton.budget import request_budget
+from baton.deadlines import Deadlines
 from baton.engine.cost import Costed, CostModel, CostRefusal
 from baton.engine.documents import DocumentCache, Prepared, refusal
 from baton.engine.errors import formatted
@@ -149,6 +149,7 @@ class Engine:
             size=lambda outcome: (2 + MAX_FRAMES) * (len(outcome.encoded()) + 64)
         )
         self.costs = CostModel(schema._schema)
+        self.deadlines = Deadlines()  # of its operations (`Limits.max_seconds`)
         self._groups: WeakValueDictionary[tuple[Any, ...], _Group] = WeakValueDictionary()
 
     async def operation_type(self, request: Request) -> OperationType | None:
@@ -296,7 +297,7 @@ class Engine:
             ):
                 if traced is not None:
                     _describe(traced, kind, name)
-                async with asyncio.timeout(limits.max_seconds):
+                with self.deadlines.within(limits.max_seconds):
                     data = await root(run, ready.plan, serial=kind is OperationType.MUTATION)
                     errors = run.errors
                     if ready.plan.introspects:

@@ -13,7 +13,7 @@ that, or past `DRAIN_SECONDS`, it is closed).
 
 A request is sent again, once, only when it provably was not: its kept connection was found
 closed before a byte of it was written. Once written, whatever happens is the attempt's
-outcome (the receiver may have acted on it). Time bounds are the caller's (`deadlines`);
+outcome (the receiver may have acted on it). Time bounds are the caller's (`baton.deadlines`);
 a request cancelled part way drops its connection.
 """
 
@@ -28,8 +28,8 @@ from typing import cast
 
 import h11
 
+from baton.deadlines import Deadlines
 from baton.webhooks import wire
-from baton.webhooks.deadlines import Deadlines
 
 MAX_HEAD_BYTES = 16 * 1024  # of an answer's status line and headers
 DRAIN_BYTES = 64 * 1024  # of an answer's body read past what is kept, to keep the connection
@@ -293,7 +293,7 @@ class Client:
         self._tls = tls  # the system's trusted authorities unless given (tests give theirs)
         self._sweeper: asyncio.TimerHandle | None = None
         self.opened = 0  # connections opened so far (tests and benchmarks read it)
-        # The callers' time limits on their attempts, on one timer (see `deadlines`).
+        # The callers' time limits on their attempts, on one timer (`baton.deadlines`).
         self.deadlines = Deadlines()
 
     async def post(

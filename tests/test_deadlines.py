@@ -1,4 +1,4 @@
-"""`baton.webhooks.deadlines`: `asyncio.timeout`'s behaviour for many waits on one timer."""
+"""`baton.deadlines`: `asyncio.timeout`'s behaviour for many waits on one timer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from baton.webhooks.deadlines import Deadlines
+from baton.deadlines import Deadlines
 
 TICK = 0.01
 
