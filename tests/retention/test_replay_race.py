@@ -14,7 +14,7 @@ at random moments and checks each outcome.
 
 The stream's live part is held to the same: events a replay left to it (above the horizon,
 while a long transaction runs) and the sweep removed before it could read them end the stream
-with `cursor_expired` too (the hub's reader reads the floor after each of its reads).
+with `cursor_expired` too (the hub's reader reads the floor with each of its reads).
 """
 
 from __future__ import annotations
@@ -259,13 +259,11 @@ async def _remove(conn: Connection, scene: Scene) -> int:
     return removed.floor
 
 
-async def _until_waiting(
-    db: Database, statement: str, following: asyncio.Task[Any], sessions: int = 1
-) -> None:
-    """Until `sessions` sessions of this database wait for a lock while running `statement`
-    (containing it). The replay is the only one to read events by their ids; the floor, the
-    hub's reader reads too, after each of its reads, and a stream that joins wakes it: at the
-    floor, the replay is there once both wait."""
+async def _until_waiting(db: Database, statement: str, following: asyncio.Task[Any]) -> None:
+    """Until a session of this database waits for a lock while running `statement`
+    (containing it). The replay is the only one to read events by their ids, and the only one
+    to read the floor alone (the hub's reader, which a stream that joins wakes, reads it in
+    its read of the log's new events)."""
     deadline = time.monotonic() + HANG
     while (
         await db.fetchval(
@@ -273,7 +271,7 @@ async def _until_waiting(
             "AND wait_event_type = 'Lock' AND strpos(query, $1) > 0",
             statement,
         )
-        < sessions
+        < 1
     ):
         assert not following.done(), following.result()
         assert time.monotonic() < deadline, f"the replay never got to {statement!r}"
@@ -305,7 +303,7 @@ async def test_a_removal_between_the_replays_read_and_its_floor_check_refuses_th
         await batch.execute("LOCK TABLE retention_floors IN ACCESS EXCLUSIVE MODE")
         floor = await _remove(batch, scene)
         following = asyncio.create_task(_follow(door, server, scene, scene.cursor, received))
-        await _until_waiting(place.db, FLOOR_CHECK, following, 2)
+        await _until_waiting(place.db, FLOOR_CHECK, following)
     await _marker(scene)
     error = await asyncio.wait_for(following, HANG)
     # Its list had the removed events; the floor, read after it, says they went.
@@ -326,7 +324,7 @@ async def test_a_removal_between_the_floor_check_and_the_events_read_refuses_aft
         async with place.db.transaction() as pause:
             await pause.execute("LOCK TABLE retention_floors IN ACCESS EXCLUSIVE MODE")
             following = asyncio.create_task(_follow(door, server, scene, scene.cursor, received))
-            await _until_waiting(place.db, FLOOR_CHECK, following, 2)
+            await _until_waiting(place.db, FLOOR_CHECK, following)
             # The replay has listed the ids; its next read of events will wait for the batch.
             await batch.execute("LOCK TABLE task_events IN ACCESS EXCLUSIVE MODE")
         # The floor was read as it was (below the cursor): the replay goes on to the events.

@@ -16,7 +16,8 @@ id it has already sent; one that falls too far behind is switched back to readin
 A replay from a cursor below the log's floor (events after it were removed with finished work,
 `baton.store.retention`) ends the stream with `CursorExpired` rather than skip them; the floor
 is read after each read of the log, so a removal that races the replay is caught too. The
-reader reads the floor after each of its reads as well: events above the horizon are removed
+reader reads the floor with each of its reads as well (in the same statement: one snapshot
+sees a removal and the floor it raised, or neither): events above the horizon are removed
 before it passes them when a transaction runs longer than the retention period, and then every
 subscriber reads the log again from its own cursor, as after falling behind, so one whose
 cursor is below the floor ends with `CursorExpired` instead of missing them.
@@ -54,7 +55,7 @@ from baton.errors import CursorExpired
 from baton.live.streams import Passing, Sink
 from baton.metrics import DELIVERIES, LIVE_SUBSCRIPTIONS
 from baton.store.db import Connection, Database
-from baton.store.eventlog import READABLE_BELOW, floor, newest_readable
+from baton.store.eventlog import READABLE_BELOW, floor, floor_sql, newest_readable
 from baton.store.sql import Params
 
 log = logging.getLogger("baton.live")
@@ -143,6 +144,22 @@ class EventLog(Generic[E]):
             "ORDER BY e.id LIMIT $2"
         )
         return [self.parse(r) for r in await conn.fetch(sql, cursor, limit, *params)]
+
+    async def after_and_floor(
+        self, conn: Connection, cursor: int, limit: int
+    ) -> tuple[list[E], int]:
+        """`after` and `floor` in one statement, so from one snapshot: a removal that the read
+        missed events to is seen in the floor, as when the floor is read after it, one round
+        trip sooner (the reader does this for every commit)."""
+        sql = (
+            f"SELECT f.floor AS log_floor, q.* FROM (VALUES ({floor_sql(self.table)})) "
+            f"AS f(floor) LEFT JOIN LATERAL ({self.select} WHERE e.id > $1 "
+            f"AND e.id < {READABLE_BELOW} ORDER BY e.id LIMIT $2) q ON TRUE "
+            "ORDER BY q.event_id"
+        )
+        rows = await conn.fetch(sql, cursor, limit)
+        floor = int(rows[0]["log_floor"])
+        return [self.parse(r) for r in rows if r["event_id"] is not None], floor
 
     async def ids_after(
         self,
@@ -485,8 +502,7 @@ class EventHub(Generic[E]):
         while True:
             before = self.position
             async with self.db.connection() as conn:
-                events = await self.log.after(conn, before, BATCH)
-                floor = await self.log.floor(conn)  # after the read: see `check_cursor`
+                events, floor = await self.log.after_and_floor(conn, before, BATCH)
             if floor > before and floor > self._floor:
                 # Events after the position were removed before this read: work that finished
                 # while a transaction longer than the retention period held the horizon back
