@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 
 import pytest
 
@@ -86,16 +88,24 @@ async def test_a_cancellation_asked_for_as_the_limit_passes_is_not_a_timeout() -
         await asyncio.wait_for(task, 3)
 
 
-def test_limits_work_on_each_loop_the_holder_is_used_on() -> None:
+def test_limits_work_on_each_loop_the_holder_is_used_on_and_keep_none_alive() -> None:
     deadlines = Deadlines(TICK)
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
 
     async def timed_out() -> bool:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
         try:
             with deadlines.within(0.02):
                 await asyncio.sleep(5)
         except TimeoutError:
-            return True
-        return False
+            pass
+        else:
+            return False
+        with deadlines.within(5):  # done at once: its loop closes with the timer pending
+            await asyncio.sleep(0)
+        return True
 
     assert asyncio.run(asyncio.wait_for(timed_out(), 3))
     assert asyncio.run(asyncio.wait_for(timed_out(), 3))  # the first loop's timer is gone
+    gc.collect()
+    assert [loop() for loop in loops] == [None, None]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, ref
 
 TICK = 0.1  # seconds between looks for blocks past due, while any is registered
 
@@ -23,8 +23,9 @@ TICK = 0.1  # seconds between looks for blocks past due, while any is registered
 class Deadlines:
     def __init__(self, tick: float = TICK) -> None:
         self.tick = tick
-        # Each loop's blocks and timer apart (a holder may serve a loop per thread, in tests);
-        # the last loop's at hand, as there is one in `baton serve`.
+        # Each loop's blocks apart (a holder may serve a loop per thread, in tests); the last
+        # loop's at hand, as there is one in `baton serve`. Nothing here holds a loop: its
+        # pending timer is the loop's own, so a closed loop goes with its last reference.
         self._loops: WeakKeyDictionary[asyncio.AbstractEventLoop, _OnLoop] = WeakKeyDictionary()
         self._last: _OnLoop | None = None
 
@@ -34,7 +35,7 @@ class Deadlines:
 
     def _on(self, loop: asyncio.AbstractEventLoop) -> _OnLoop:
         last = self._last
-        if last is not None and last.loop is loop:
+        if last is not None and last.loop() is loop:
             return last
         found = self._loops.get(loop)
         if found is None:
@@ -44,32 +45,37 @@ class Deadlines:
 
 
 class _OnLoop:
-    """The blocks registered on one loop, and its timer."""
+    """The blocks registered on one loop, and whether its timer is armed."""
 
-    __slots__ = ("__weakref__", "due", "loop", "tick", "timer")
+    __slots__ = ("armed", "due", "loop", "tick")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
-        self.loop = loop
+        self.loop = ref(loop)
         self.tick = tick
         self.due: dict[Limit, None] = {}  # in the order registered
-        self.timer: asyncio.TimerHandle | None = None
+        self.armed = False
 
-    def add(self, limit: Limit) -> None:
+    def add(self, limit: Limit, loop: asyncio.AbstractEventLoop) -> None:
         self.due[limit] = None
-        if self.timer is None:
-            self.timer = self.loop.call_later(self.tick, self._sweep)
+        if not self.armed:
+            self.armed = True
+            loop.call_later(self.tick, self._sweep)
 
     def _sweep(self) -> None:
-        self.timer = None
-        now = self.loop.time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         for limit in [limit for limit in self.due if limit.at <= now]:
             del self.due[limit]
             limit.expire()
         if self.due:
-            self.timer = self.loop.call_later(self.tick, self._sweep)
+            loop.call_later(self.tick, self._sweep)
+        else:
+            self.armed = False
 
 
 class Limit:
+    """One block's time limit (`Deadlines.within`), used once."""
+
     __slots__ = ("_cancelling", "_deadlines", "_expired", "_on", "_seconds", "_task", "at")
 
     def __init__(self, deadlines: Deadlines, seconds: float) -> None:
@@ -90,7 +96,7 @@ class Limit:
         loop = task.get_loop()
         self.at = loop.time() + self._seconds
         self._on = on = self._deadlines._on(loop)
-        on.add(self)
+        on.add(self, loop)
         return self
 
     def __exit__(
