@@ -139,10 +139,7 @@ class EventLog(Generic[E]):
     ) -> list[E]:
         """Events after `cursor` in id order, below the horizon (an extra condition's
         parameters start at $3)."""
-        sql = (
-            f"{self.select} WHERE e.id > $1 AND e.id < {READABLE_BELOW} AND ({where}) "
-            "ORDER BY e.id LIMIT $2"
-        )
+        sql = self._after_sql(where)
         return [self.parse(r) for r in await conn.fetch(sql, cursor, limit, *params)]
 
     async def after_and_floor(
@@ -153,9 +150,7 @@ class EventLog(Generic[E]):
         trip sooner (the reader does this for every commit)."""
         sql = (
             f"SELECT f.floor AS log_floor, q.* FROM (VALUES ({floor_sql(self.table)})) "
-            f"AS f(floor) LEFT JOIN LATERAL ({self.select} WHERE e.id > $1 "
-            f"AND e.id < {READABLE_BELOW} ORDER BY e.id LIMIT $2) q ON TRUE "
-            "ORDER BY q.event_id"
+            f"AS f(floor) LEFT JOIN LATERAL ({self._after_sql()}) q ON TRUE ORDER BY q.event_id"
         )
         rows = await conn.fetch(sql, cursor, limit)
         floor = int(rows[0]["log_floor"])
@@ -171,12 +166,15 @@ class EventLog(Generic[E]):
     ) -> list[int]:
         """The ids `after` would return: finding matching events costs the same whatever
         their size, and holding their ids costs nothing."""
-        sql = (
-            f"SELECT q.event_id FROM ({self.select} WHERE e.id > $1 "
-            f"AND e.id < {READABLE_BELOW} AND ({where}) ORDER BY e.id LIMIT $2) q "
-            "ORDER BY q.event_id"
-        )
+        sql = f"SELECT q.event_id FROM ({self._after_sql(where)}) q ORDER BY q.event_id"
         return [r[0] for r in await conn.fetch(sql, cursor, limit, *params)]
+
+    def _after_sql(self, where: str = "TRUE") -> str:
+        """The events after $1 matching `where`, below the horizon, the first $2 in id order."""
+        return (
+            f"{self.select} WHERE e.id > $1 AND e.id < {READABLE_BELOW} AND ({where}) "
+            "ORDER BY e.id LIMIT $2"
+        )
 
     async def by_ids(self, conn: Connection, ids: Sequence[int]) -> list[E]:
         """The events with these ids, in id order."""
