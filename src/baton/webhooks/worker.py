@@ -691,10 +691,8 @@ class DeliveryWorker:
             )
         if ids != [event_id]:
             raise render.RenderFailed("the event does not match the endpoint's filter")
-        (data,) = await render.render(
-            self.engine, context, log_name, variables, event_id - 1, ids, self.settings.timeout
-        )
-        return render.body(render.FIELDS[log_name], data, render.event_time(log_name, data))
+        (body,) = await self._render(context, log_name, variables, event_id - 1, ids)
+        return body
 
     async def _rendered(
         self,
